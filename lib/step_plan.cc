@@ -1,0 +1,178 @@
+#include "step_plan.h"
+
+#include "hostlist.h"
+#include "netprobe.h"
+
+namespace mn {
+
+std::vector<Ipv4> SystemNetwork::resolve(const std::string& name, std::string& error) const {
+    return resolve_ipv4(name, error);
+}
+std::vector<Interface> SystemNetwork::interfaces() const { return local_interfaces(); }
+std::optional<Ipv4> SystemNetwork::route_source(Ipv4 dst) const { return mn::route_source(dst); }
+std::optional<Ipv4> SystemNetwork::default_route(const std::vector<Interface>& ifs) const {
+    return default_route_address(ifs);
+}
+
+namespace {
+
+std::string given(const EnvLookup& env, const std::string& name) {
+    auto v = env(name);
+    return v ? *v : std::string();
+}
+
+// MASTER_ADDR may be a name or an address when the user gives it.
+Outcome<Ipv4> address_of(const std::string& host, const NetworkView& net) {
+    if (auto a = Ipv4::parse(host)) return *a;
+    std::string err;
+    auto addrs = net.resolve(host, err);
+    for (const auto& a : addrs)
+        if (!a.loopback()) return a;
+    return Problem{"MASTER_ADDR='" + host + "' does not resolve to a usable address" +
+                       (err.empty() ? "" : " (" + err + ")"),
+                   "set MASTER_ADDR to node 0's cluster address, or unset it"};
+}
+
+}  // namespace
+
+Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
+                            const EnvLookup& env, const NetworkView& net) {
+    StepPlan plan;
+    plan.mode = choice.mode;
+    plan.force = site.force;
+    plan.facts = facts;
+
+    auto per_node = check_facts(facts);
+    if (!per_node) return per_node.problem();
+    plan.tasks_per_node = *per_node;
+
+    plan.launch = resolve_launch(choice.launch, facts);
+    if (choice.launch != LaunchMode::Detect) {
+        plan.why_launch = std::string("--mn-nccl-launch=") + to_string(choice.launch);
+    } else {
+        plan.why_launch = plan.launch == LaunchMode::Node ? "one task on every node" : "several tasks on a node";
+    }
+    if (plan.launch == LaunchMode::Node && facts.total_tasks != facts.nnodes)
+        return Problem{"--mn-nccl-launch=node needs exactly one task per node, the step has " +
+                           std::to_string(facts.total_tasks) + " tasks on " + std::to_string(facts.nnodes) +
+                           " nodes",
+                       "add --ntasks-per-node=1, or use --mn-nccl-launch=task"};
+
+    if (facts.nodelist.empty())
+        return Problem{"SLURM_STEP_NODELIST is not in the step's environment",
+                       "run the step with srun (and without --export=NONE hiding Slurm's variables)"};
+    auto hosts = Hostlist::parse(facts.nodelist);
+    if (!hosts) return hosts.problem();
+    if (hosts->size() != facts.nnodes)
+        return Problem{"SLURM_STEP_NODELIST='" + facts.nodelist + "' names " + std::to_string(hosts->size()) +
+                           " hosts, the step has " + std::to_string(facts.nnodes) + " nodes",
+                       "this comes from Slurm; report it with the Slurm version"};
+    plan.node0 = (*hosts)[0];
+
+    const bool keep_user = !site.force;
+    std::vector<Interface> ifs = net.interfaces();
+    Ipv4 master{};
+    std::string user_addr = keep_user ? given(env, "MASTER_ADDR") : "";
+    if (!user_addr.empty()) {
+        auto a = address_of(user_addr, net);
+        if (!a) return a.problem();
+        master = *a;
+        plan.master_addr = user_addr;
+        plan.why_addr = "kept the user's MASTER_ADDR";
+    } else {
+        AddressFacts af;
+        af.is_node0 = facts.node_id == 0;
+        af.node0 = plan.node0;
+        af.node0_resolved = net.resolve(plan.node0, af.resolve_error);
+        af.interfaces = ifs;
+        if (af.is_node0) {
+            std::string peer = facts.nnodes > 1 ? (*hosts)[1] : given(env, "SLURM_LAUNCH_NODE_IPADDR");
+            std::string err;
+            std::vector<Ipv4> peer_addrs =
+                Ipv4::parse(peer) ? std::vector<Ipv4>{*Ipv4::parse(peer)} : net.resolve(peer, err);
+            for (const auto& p : peer_addrs) {
+                if (p.loopback() || interface_holding(ifs, p)) continue;
+                af.route_to_peer = net.route_source(p);
+                af.peer = peer;
+                break;
+            }
+            af.default_route_addr = net.default_route(ifs);
+        }
+        auto m = choose_master_addr(af);
+        if (!m) return m.problem();
+        master = m->addr;
+        plan.master_addr = master.str();
+        plan.why_addr = m->why;
+    }
+
+    std::string user_port = keep_user ? given(env, "MASTER_PORT") : "";
+    if (!user_port.empty()) {
+        plan.master_port = 0;
+        for (char c : user_port)
+            if (c < '0' || c > '9' || user_port.size() > 5) {
+                return Problem{"MASTER_PORT='" + user_port + "' is not a port number",
+                               "set MASTER_PORT to a number from 1024 to 65535, or unset it"};
+            }
+        unsigned long p = std::stoul(user_port);
+        if (p < 1 || p > 65535)
+            return Problem{"MASTER_PORT='" + user_port + "' is out of range",
+                           "set MASTER_PORT to a number from 1024 to 65535, or unset it"};
+        plan.master_port = static_cast<uint16_t>(p);
+        plan.why_port = "kept the user's MASTER_PORT";
+    } else {
+        plan.master_port = derive_port(site.ports, facts.job_id, facts.step_id);
+        plan.why_port = "job " + std::to_string(facts.job_id) + " step " + std::to_string(facts.step_id) +
+                        " in " + std::to_string(site.ports.lo) + "-" + std::to_string(site.ports.hi);
+    }
+    plan.rdzv = rdzv_id(facts.job_id, facts.step_id);
+
+    auto ifc = choose_interface(master, ifs, net.route_source(master));
+    if (!ifc) return ifc.problem();
+    plan.ifname = ifc->name;
+    plan.why_ifname = ifc->why;
+    return plan;
+}
+
+std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task) {
+    const StepFacts& f = plan.facts;
+    const std::string port = std::to_string(plan.master_port);
+    std::vector<EnvVar> env;
+    auto put = [&](const char* name, std::string value) { env.push_back({name, std::move(value)}); };
+    put("MASTER_ADDR", plan.master_addr);
+    put("MASTER_PORT", port);
+    put("NNODES", std::to_string(f.nnodes));
+    put("NODE_RANK", std::to_string(f.node_id));
+    if (plan.launch == LaunchMode::Task) {
+        put("RANK", std::to_string(task.global_id));
+        put("LOCAL_RANK", std::to_string(task.local_id));
+        put("WORLD_SIZE", std::to_string(f.total_tasks));
+        put("LOCAL_WORLD_SIZE", std::to_string(f.local_tasks));
+    } else {
+        // torchrun reads PET_<FLAG> for each of its flags.
+        const std::string nproc = std::to_string(task.gpus == 0 ? 1 : task.gpus);
+        put("GPUS_PER_NODE", nproc);
+        put("NPROC_PER_NODE", nproc);
+        put("PET_NNODES", std::to_string(f.nnodes));
+        put("PET_NPROC_PER_NODE", nproc);
+        put("PET_NODE_RANK", std::to_string(f.node_id));
+        put("PET_MASTER_ADDR", plan.master_addr);
+        put("PET_MASTER_PORT", port);
+        put("PET_RDZV_ID", plan.rdzv);
+    }
+    // NCCL takes '=' as "exactly this name", not a prefix.
+    put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
+    put("GLOO_SOCKET_IFNAME", plan.ifname);
+    if (plan.mode == Mode::Socket) put("NCCL_IB_DISABLE", "1");
+    return env;
+}
+
+std::string explain_line(const StepPlan& plan, const std::string& hostname) {
+    const StepFacts& f = plan.facts;
+    return "mn_nccl: " + hostname + " (node " + std::to_string(f.node_id) + " of " + std::to_string(f.nnodes) +
+           "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
+           "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
+           std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
+           " (" + plan.why_ifname + ")";
+}
+
+}  // namespace mn

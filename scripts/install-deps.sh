@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's packages, everything mn-nccl needs to build,
+# to run the local multi-node Slurm and to run its tests. Idempotent.
+set -euo pipefail
+
+pkgs=(
+  build-essential autoconf automake libtool pkg-config
+  libslurm-dev slurmctld slurmd slurm-client munge
+  libhwloc-dev libibverbs-dev libcmocka-dev
+  iproute2 util-linux procps
+  python3-torch
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${missing[*]}; run this script as root" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# Debian's postinst scripts try to start munge/slurm services; there is no
+# init system on CI machines and we run our own daemons, so keep them quiet.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/mn-nccl-apt.log 2>&1 || {
+  tail -30 /tmp/mn-nccl-apt.log >&2
+  exit 1
+}
+echo "install-deps: done"

@@ -1,0 +1,95 @@
+// Entry points: SPANK_PLUGIN and the hooks. Each hook hands its context to
+// srun.cc (srun, sbatch, salloc) or slurmstepd.cc, and no exception crosses
+// a hook: what escapes becomes an error where the user sees it.
+#include <unistd.h>
+
+#include <exception>
+#include <string>
+
+#include "plugin_state.h"
+
+extern "C" {
+// Declared extern so that SPANK_PLUGIN's constants keep external linkage
+// in C++; slurm's loader looks them up with dlsym.
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
+SPANK_PLUGIN(mn_nccl, 1)
+}
+
+namespace mn::spank {
+
+PluginState& state() {
+    static PluginState s;
+    return s;
+}
+
+const std::string& hostname() {
+    static const std::string name = [] {
+        char buf[256] = {0};
+        if (gethostname(buf, sizeof buf - 1) != 0) return std::string("?");
+        return std::string(buf);
+    }();
+    return name;
+}
+
+std::string message(const std::string& text) { return "mn_nccl: " + hostname() + ": " + text; }
+
+namespace {
+
+enum class Failure { FailHook, Defer };
+
+template <typename F>
+int guarded(const char* hook, Failure on_failure, F&& body) {
+    std::string what;
+    try {
+        return body();
+    } catch (const std::exception& e) {
+        what = e.what();
+    } catch (...) {
+        what = "unknown exception";
+    }
+    const std::string text = message(std::string("internal error in ") + hook + ": " + what +
+                                     "; report this to your cluster admins");
+    slurm_error("%s", text.c_str());
+    if (on_failure == Failure::Defer) {
+        state().deferred_error = text;
+        return 0;
+    }
+    return -1;
+}
+
+bool local_side() {
+    spank_context_t c = spank_context();
+    return c == S_CTX_LOCAL || c == S_CTX_ALLOCATOR;
+}
+
+}  // namespace
+}  // namespace mn::spank
+
+using namespace mn::spank;
+
+extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
+    if (local_side()) return guarded("init", Failure::FailHook, [&] { return srun_init(sp, ac, av); });
+    if (spank_remote(sp)) return guarded("init", Failure::Defer, [&] { return stepd_init(sp, ac, av); });
+    return 0;
+}
+
+extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+    if (spank_context() == S_CTX_LOCAL || spank_context() == S_CTX_ALLOCATOR)
+        return guarded("init_post_opt", Failure::FailHook, [&] { return srun_init_post_opt(sp); });
+    return 0;
+}
+
+extern "C" int slurm_spank_local_user_init(spank_t sp, int, char**) {
+    return guarded("local_user_init", Failure::FailHook, [&] { return srun_local_user_init(sp); });
+}
+
+extern "C" int slurm_spank_user_init(spank_t sp, int, char**) {
+    return guarded("user_init", Failure::Defer, [&] { return stepd_user_init(sp); });
+}
+
+extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
+    return guarded("task_init", Failure::FailHook, [&] { return stepd_task_init(sp); });
+}

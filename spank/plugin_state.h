@@ -1,0 +1,44 @@
+// The state one process keeps between hooks: srun (local), sbatch/salloc
+// (allocator) or slurmstepd (remote). One struct, no other mutable globals.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../lib/config.h"
+#include "../lib/step_plan.h"
+#include "spank_api.h"
+
+namespace mn::spank {
+
+struct PluginState {
+    ParsedSiteConfig site;
+    UserChoice choice;
+    bool mode_given = false;  // --mn-nccl on the command line (or via sbatch)
+    // Set in remote user_init, used by each task_init.
+    bool active = false;
+    std::optional<StepPlan> plan;
+    // An error found where failing would run no task silently (remote init,
+    // option callbacks, user_init): reported from task_init instead.
+    std::string deferred_error;
+};
+
+PluginState& state();
+
+// "mn_nccl: HOST: what; fix"
+std::string message(const std::string& text);
+const std::string& hostname();
+
+// Registers the option table; called from slurm_spank_init in every context.
+int register_options(spank_t sp);
+
+// Per context (srun.cc, slurmstepd.cc).
+int srun_init(spank_t sp, int ac, char** av);
+int srun_init_post_opt(spank_t sp);
+int srun_local_user_init(spank_t sp);
+int stepd_init(spank_t sp, int ac, char** av);
+int stepd_user_init(spank_t sp);
+int stepd_task_init(spank_t sp);
+
+}  // namespace mn::spank

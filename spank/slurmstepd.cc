@@ -1,0 +1,128 @@
+// Remote context (slurmstepd): plan once per node and step in user_init,
+// then give each task its environment in task_init. Errors found before
+// task_init are kept and reported there: failing remote init or user_init
+// would run no task while srun exits 0.
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "plugin_state.h"
+
+namespace mn::spank {
+namespace {
+
+std::optional<std::string> step_env(spank_t sp, const std::string& name) {
+    std::vector<char> buf(256);
+    for (int tries = 0; tries < 8; ++tries) {
+        spank_err_t rc = spank_getenv(sp, name.c_str(), buf.data(), static_cast<int>(buf.size()));
+        if (rc == ESPANK_SUCCESS) return std::string(buf.data());
+        if (rc != ESPANK_NOSPACE) return std::nullopt;
+        buf.resize(buf.size() * 4);
+    }
+    return std::nullopt;
+}
+
+template <typename T>
+bool item(spank_t sp, spank_item_t what, T& out) {
+    return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;
+}
+
+// What the user reads: the task's stderr is the user's terminal or output file.
+void tell_user(const std::string& text) {
+    std::string line = text + "\n";
+    ssize_t rc = write(STDERR_FILENO, line.data(), line.size());
+    (void)rc;
+}
+
+}  // namespace
+
+int stepd_init(spank_t sp, int ac, char** av) {
+    PluginState& s = state();
+    s.site = parse_site_config(std::vector<std::string>(av, av + ac));
+    for (const auto& w : s.site.warnings) slurm_verbose("%s", message(w).c_str());
+    s.choice.mode = s.site.config.default_mode;
+    return register_options(sp);
+}
+
+int stepd_user_init(spank_t sp) {
+    PluginState& s = state();
+    StepFacts f;
+    if (!item(sp, S_JOB_STEPID, f.step_id) || !is_training_step(f.step_id)) return 0;
+
+    if (!s.mode_given) {
+        if (auto env = step_env(sp, "MN_NCCL")) {
+            auto m = parse_mode(*env, "MN_NCCL");
+            if (!m) {
+                s.deferred_error = message(m.problem().text());
+                return 0;
+            }
+            s.choice.mode = *m;
+        }
+    }
+    if (s.choice.mode == Mode::Off) return 0;
+    s.active = true;
+    if (!s.deferred_error.empty()) return 0;
+
+    if (s.choice.mode == Mode::Ib || s.choice.mode == Mode::Roce) {
+        s.deferred_error = message(std::string("--mn-nccl=") + to_string(s.choice.mode) +
+                                   " needs RDMA fabric discovery, which this build does not have yet; "
+                                   "use --mn-nccl=auto or --mn-nccl=socket");
+        return 0;
+    }
+
+    bool ok = item(sp, S_JOB_ID, f.job_id) && item(sp, S_JOB_NNODES, f.nnodes) &&
+              item(sp, S_JOB_NODEID, f.node_id) && item(sp, S_JOB_LOCAL_TASK_COUNT, f.local_tasks) &&
+              item(sp, S_JOB_TOTAL_TASK_COUNT, f.total_tasks);
+    if (!ok) {
+        s.deferred_error = message("Slurm did not give the step's ids and counts; report this with the Slurm version");
+        return 0;
+    }
+    f.nodelist = step_env(sp, "SLURM_STEP_NODELIST").value_or("");
+    f.tasks_per_node = step_env(sp, "SLURM_STEP_TASKS_PER_NODE").value_or("");
+
+    SystemNetwork net;
+    auto plan = plan_step(f, s.choice, s.site.config, [&](const std::string& n) { return step_env(sp, n); }, net);
+    if (!plan) {
+        s.deferred_error = message(plan.problem().text());
+        return 0;
+    }
+    s.plan = std::move(plan.value());
+    return 0;
+}
+
+int stepd_task_init(spank_t sp) {
+    PluginState& s = state();
+    if (!s.deferred_error.empty()) {
+        int local_id = 0;
+        item(sp, S_TASK_ID, local_id);
+        if (local_id == 0) tell_user(s.deferred_error);
+        slurm_error("%s", s.deferred_error.c_str());
+        return -1;
+    }
+    if (!s.active || !s.plan) return 0;
+
+    TaskFacts t;
+    int local_id = 0;
+    if (!item(sp, S_TASK_ID, local_id) || !item(sp, S_TASK_GLOBAL_ID, t.global_id)) {
+        tell_user(message("Slurm did not give this task's ids; report this with the Slurm version"));
+        return -1;
+    }
+    t.local_id = static_cast<uint32_t>(local_id);
+    t.gpus = count_gpus(step_env(sp, "SLURM_STEP_GPUS").value_or(""),
+                        step_env(sp, "CUDA_VISIBLE_DEVICES").value_or(""),
+                        step_env(sp, "SLURM_GPUS_ON_NODE").value_or(""));
+
+    for (const EnvVar& v : task_environment(*s.plan, t)) {
+        if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), s.plan->force ? 1 : 0) != ESPANK_SUCCESS &&
+            !step_env(sp, v.name)) {
+            tell_user(message("could not set " + v.name + " in the task's environment"));
+            return -1;
+        }
+    }
+    if (s.choice.explain && t.local_id == 0) tell_user(explain_line(*s.plan, hostname()));
+    return 0;
+}
+
+}  // namespace mn::spank

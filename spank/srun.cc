@@ -1,0 +1,58 @@
+// Local (srun) and allocator (sbatch, salloc) context: register options and
+// refuse bad input before anything is launched.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "plugin_state.h"
+
+namespace mn::spank {
+
+int srun_init(spank_t sp, int ac, char** av) {
+    PluginState& s = state();
+    s.site = parse_site_config(std::vector<std::string>(av, av + ac));
+    // An admin's typo is reported, never fatal: its default stands.
+    for (const auto& w : s.site.warnings) slurm_error("%s", message(w).c_str());
+    s.choice.mode = s.site.config.default_mode;
+    return register_options(sp);
+}
+
+int srun_init_post_opt(spank_t) {
+    PluginState& s = state();
+    if (!s.mode_given) {
+        if (const char* env = std::getenv("MN_NCCL")) {
+            auto m = parse_mode(env, "MN_NCCL");
+            if (!m) {
+                slurm_error("%s", message(m.problem().text()).c_str());
+                return -1;
+            }
+            s.choice.mode = *m;
+        }
+    }
+    if (s.choice.mode == Mode::Off && (s.choice.launch != LaunchMode::Detect || s.choice.explain))
+        slurm_error("%s", message("--mn-nccl-launch and --mn-nccl-explain do nothing while mn_nccl is off; "
+                                  "add --mn-nccl=auto (or MN_NCCL=auto)")
+                              .c_str());
+    return 0;
+}
+
+// srun only, once the step exists: the counts are known, the tasks not yet
+// started.
+int srun_local_user_init(spank_t sp) {
+    const PluginState& s = state();
+    if (s.choice.mode == Mode::Off || s.choice.launch != LaunchMode::Node) return 0;
+    uint32_t nnodes = 0, ntasks = 0;
+    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS)
+        return 0;  // the step side checks it again
+    if (ntasks != nnodes) {
+        slurm_error("%s", message("--mn-nccl-launch=node needs exactly one task per node, the step has " +
+                                  std::to_string(ntasks) + " tasks on " + std::to_string(nnodes) +
+                                  " nodes; add --ntasks-per-node=1, or use --mn-nccl-launch=task")
+                              .c_str());
+        return -1;
+    }
+    return 0;
+}
+
+}  // namespace mn::spank

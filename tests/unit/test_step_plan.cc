@@ -1,0 +1,282 @@
+#include <map>
+#include <set>
+
+#include "fake_network.h"
+#include "lib/step_plan.h"
+#include "unit.h"
+
+using namespace mn;
+
+using Env = std::map<std::string, std::string>;
+
+static Env as_map(const std::vector<EnvVar>& v) {
+    Env m;
+    for (const auto& e : v) {
+        if (m.count(e.name)) fail_msg("%s set twice", e.name.c_str());
+        m[e.name] = e.value;
+    }
+    return m;
+}
+
+// A cluster of n Debian nodes: nodeI at 10.0.0.(10+I), each resolving its
+// own name to 127.0.1.1 and carrying docker0.
+static FakeNetwork node_view(uint32_t self, uint32_t n) {
+    std::string me = "node" + std::to_string(self);
+    FakeNetwork net = debian_node(me.c_str(), ("10.0.0." + std::to_string(10 + self)).c_str());
+    net.default_addr = ip(("10.0.0." + std::to_string(10 + self)).c_str());
+    for (uint32_t j = 0; j < n; ++j) {
+        if (j == self) continue;
+        Ipv4 a = ip(("10.0.0." + std::to_string(10 + j)).c_str());
+        net.names["node" + std::to_string(j)] = {a};
+        net.routes[a.value] = ip(("10.0.0." + std::to_string(10 + self)).c_str());
+    }
+    return net;
+}
+
+static std::string tpn_string(const std::vector<uint32_t>& per_node) {
+    std::string s;
+    for (auto n : per_node) s += (s.empty() ? "" : ",") + std::to_string(n);
+    return s;
+}
+
+enum class Dist { Block, Cyclic };
+
+// Slurm's global task ids for each node's local tasks.
+static std::vector<std::vector<uint32_t>> global_ids(const std::vector<uint32_t>& per_node, Dist d) {
+    std::vector<std::vector<uint32_t>> ids(per_node.size());
+    uint32_t next = 0;
+    if (d == Dist::Block) {
+        for (size_t n = 0; n < per_node.size(); ++n)
+            for (uint32_t t = 0; t < per_node[n]; ++t) ids[n].push_back(next++);
+    } else {
+        bool placed = true;
+        while (placed) {
+            placed = false;
+            for (size_t n = 0; n < per_node.size(); ++n)
+                if (ids[n].size() < per_node[n]) {
+                    ids[n].push_back(next++);
+                    placed = true;
+                }
+        }
+    }
+    return ids;
+}
+
+static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, UserChoice choice,
+                                 const Env& user_env = {}) {
+    const uint32_t n = static_cast<uint32_t>(per_node.size());
+    uint32_t total = 0;
+    for (auto t : per_node) total += t;
+    auto ids = global_ids(per_node, d);
+    std::vector<Env> out;
+    for (uint32_t node = 0; node < n; ++node) {
+        StepFacts f;
+        f.job_id = 4242;
+        f.step_id = 1;
+        f.nnodes = n;
+        f.node_id = node;
+        f.local_tasks = per_node[node];
+        f.total_tasks = total;
+        f.nodelist = "node[0-" + std::to_string(n - 1) + "]";
+        f.tasks_per_node = tpn_string(per_node);
+        FakeNetwork net = node_view(node, n);
+        EnvLookup env = [&](const std::string& k) -> std::optional<std::string> {
+            auto it = user_env.find(k);
+            if (it == user_env.end()) return std::nullopt;
+            return it->second;
+        };
+        auto plan = plan_step(f, choice, SiteConfig{}, env, net);
+        if (!plan) fail_msg("node %u: %s", node, plan.problem().text().c_str());
+        for (uint32_t t = 0; t < per_node[node]; ++t)
+            out.push_back(as_map(task_environment(*plan, TaskFacts{t, ids[node][t], 4})));
+    }
+    return out;
+}
+
+static void check_task_mode(const std::vector<uint32_t>& per_node, Dist d) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    auto envs = run_step(per_node, d, c);
+    std::set<std::string> ranks;
+    std::map<std::string, std::set<std::string>> local_by_node;
+    for (const auto& e : envs) {
+        ranks.insert(e.at("RANK"));
+        local_by_node[e.at("NODE_RANK")].insert(e.at("LOCAL_RANK"));
+        assert_str(e.at("WORLD_SIZE"), std::to_string(envs.size()));
+        assert_str(e.at("NNODES"), std::to_string(per_node.size()));
+        assert_str(e.at("MASTER_ADDR"), "10.0.0.10");
+        assert_str(e.at("MASTER_PORT"), envs[0].at("MASTER_PORT"));
+        assert_str(e.at("NCCL_SOCKET_IFNAME"), "=eth0");
+        assert_str(e.at("GLOO_SOCKET_IFNAME"), "eth0");
+        assert_int_equal(e.count("PET_NNODES"), 0);
+        uint32_t node = std::stoul(e.at("NODE_RANK"));
+        assert_str(e.at("LOCAL_WORLD_SIZE"), std::to_string(per_node[node]));
+    }
+    assert_int_equal(ranks.size(), envs.size());
+    for (size_t r = 0; r < envs.size(); ++r) assert_int_equal(ranks.count(std::to_string(r)), 1);
+    for (size_t node = 0; node < per_node.size(); ++node) {
+        const auto& locals = local_by_node[std::to_string(node)];
+        assert_int_equal(locals.size(), per_node[node]);
+        for (uint32_t l = 0; l < per_node[node]; ++l) assert_int_equal(locals.count(std::to_string(l)), 1);
+    }
+}
+
+static void block_distribution(void**) { check_task_mode({4, 4, 4}, Dist::Block); }
+static void cyclic_distribution(void**) { check_task_mode({4, 4, 4}, Dist::Cyclic); }
+static void uneven_five_tasks_on_three_nodes(void**) {
+    check_task_mode({2, 2, 1}, Dist::Block);
+    check_task_mode({2, 2, 1}, Dist::Cyclic);
+}
+static void single_node_many_tasks(void**) { check_task_mode({8}, Dist::Block); }
+
+static void cyclic_ranks_follow_slurm(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    auto envs = run_step({2, 2}, Dist::Cyclic, c);
+    // node0 has tasks 0 and 2, node1 has 1 and 3
+    assert_str(envs[0].at("RANK"), "0");
+    assert_str(envs[1].at("RANK"), "2");
+    assert_str(envs[2].at("RANK"), "1");
+    assert_str(envs[3].at("RANK"), "3");
+}
+
+static void node_mode_sets_torchrun_variables(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    auto envs = run_step({1, 1, 1}, Dist::Block, c);
+    for (size_t i = 0; i < envs.size(); ++i) {
+        const auto& e = envs[i];
+        assert_int_equal(e.count("RANK"), 0);
+        assert_int_equal(e.count("LOCAL_RANK"), 0);
+        assert_int_equal(e.count("WORLD_SIZE"), 0);
+        assert_str(e.at("PET_NNODES"), "3");
+        assert_str(e.at("PET_NODE_RANK"), std::to_string(i));
+        assert_str(e.at("PET_NPROC_PER_NODE"), "4");
+        assert_str(e.at("GPUS_PER_NODE"), "4");
+        assert_str(e.at("NPROC_PER_NODE"), "4");
+        assert_str(e.at("PET_MASTER_ADDR"), "10.0.0.10");
+        assert_str(e.at("PET_MASTER_PORT"), e.at("MASTER_PORT"));
+        assert_str(e.at("PET_RDZV_ID"), "4242.1");
+    }
+}
+
+static void node_mode_without_gpus_runs_one_process(void**) {
+    StepPlan p;
+    p.launch = LaunchMode::Node;
+    p.facts.nnodes = 2;
+    p.master_addr = "10.0.0.10";
+    p.ifname = "eth0";
+    auto e = as_map(task_environment(p, TaskFacts{0, 0, 0}));
+    assert_str(e.at("PET_NPROC_PER_NODE"), "1");
+}
+
+static void forced_task_mode_with_one_task_per_node(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.launch = LaunchMode::Task;
+    auto envs = run_step({1, 1}, Dist::Block, c);
+    assert_str(envs[1].at("RANK"), "1");
+    assert_int_equal(envs[1].count("PET_NNODES"), 0);
+}
+
+static void forced_node_mode_with_many_tasks_is_refused(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.launch = LaunchMode::Node;
+    StepFacts f;
+    f.nnodes = 2;
+    f.local_tasks = 2;
+    f.total_tasks = 4;
+    f.nodelist = "node[0-1]";
+    f.tasks_per_node = "2(x2)";
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 2));
+    assert_false(plan.ok());
+    assert_contains(plan.problem().fix, "--ntasks-per-node=1");
+}
+
+static void users_master_port_is_used_everywhere(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    auto envs = run_step({1, 1}, Dist::Block, c, {{"MASTER_PORT", "31337"}});
+    for (const auto& e : envs) {
+        assert_str(e.at("MASTER_PORT"), "31337");
+        assert_str(e.at("PET_MASTER_PORT"), "31337");
+    }
+}
+
+static void bad_user_master_port_is_named(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    StepFacts f;
+    f.nnodes = 1;
+    f.local_tasks = 1;
+    f.total_tasks = 1;
+    f.nodelist = "node0";
+    f.tasks_per_node = "1";
+    FakeNetwork net = node_view(0, 1);
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string& k) -> std::optional<std::string> {
+        if (k == "MASTER_PORT") return std::string("29a");
+        return std::nullopt;
+    }, net);
+    assert_false(plan.ok());
+    assert_contains(plan.problem().what, "MASTER_PORT='29a'");
+}
+
+static void missing_nodelist_is_named(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    StepFacts f;
+    f.nnodes = 1;
+    f.local_tasks = 1;
+    f.total_tasks = 1;
+    f.tasks_per_node = "1";
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 1));
+    assert_false(plan.ok());
+    assert_contains(plan.problem().what, "SLURM_STEP_NODELIST");
+}
+
+static void socket_mode_disables_ib(void**) {
+    UserChoice c;
+    c.mode = Mode::Socket;
+    auto envs = run_step({2}, Dist::Block, c);
+    assert_str(envs[0].at("NCCL_IB_DISABLE"), "1");
+    c.mode = Mode::Auto;
+    envs = run_step({2}, Dist::Block, c);
+    assert_int_equal(envs[0].count("NCCL_IB_DISABLE"), 0);
+}
+
+static void explain_names_each_choice(void**) {
+    StepPlan p;
+    p.mode = Mode::Auto;
+    p.facts.nnodes = 2;
+    p.facts.node_id = 1;
+    p.master_addr = "10.0.0.10";
+    p.master_port = 20017;
+    p.ifname = "eth0";
+    p.why_addr = "node0 resolves to 10.0.0.10";
+    std::string line = explain_line(p, "node1");
+    assert_contains(line, "mn_nccl: node1 (node 1 of 2)");
+    assert_contains(line, "MASTER_ADDR=10.0.0.10 (node0 resolves to 10.0.0.10)");
+    assert_contains(line, "MASTER_PORT=20017");
+    assert_contains(line, "NCCL_SOCKET_IFNAME==eth0");
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(block_distribution),
+        cmocka_unit_test(cyclic_distribution),
+        cmocka_unit_test(uneven_five_tasks_on_three_nodes),
+        cmocka_unit_test(single_node_many_tasks),
+        cmocka_unit_test(cyclic_ranks_follow_slurm),
+        cmocka_unit_test(node_mode_sets_torchrun_variables),
+        cmocka_unit_test(node_mode_without_gpus_runs_one_process),
+        cmocka_unit_test(forced_task_mode_with_one_task_per_node),
+        cmocka_unit_test(forced_node_mode_with_many_tasks_is_refused),
+        cmocka_unit_test(users_master_port_is_used_everywhere),
+        cmocka_unit_test(bad_user_master_port_is_named),
+        cmocka_unit_test(missing_nodelist_is_named),
+        cmocka_unit_test(socket_mode_disables_ib),
+        cmocka_unit_test(explain_names_each_choice),
+    };
+    return cmocka_run_group_tests_name("step_plan", tests, nullptr, nullptr);
+}
