@@ -71,15 +71,7 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
 
     const bool keep_user = !site.force;
     std::vector<Interface> ifs = net.interfaces();
-    Ipv4 master{};
-    std::string user_addr = keep_user ? given(env, "MASTER_ADDR") : "";
-    if (!user_addr.empty()) {
-        auto a = address_of(user_addr, net);
-        if (!a) return a.problem();
-        master = *a;
-        plan.master_addr = user_addr;
-        plan.why_addr = "kept the user's MASTER_ADDR";
-    } else {
+    auto own_choice = [&]() -> Outcome<MasterChoice> {
         AddressFacts af;
         af.is_node0 = facts.node_id == 0;
         af.node0 = plan.node0;
@@ -98,7 +90,29 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
             }
             af.default_route_addr = net.default_route(ifs);
         }
-        auto m = choose_master_addr(af);
+        return choose_master_addr(af);
+    };
+
+    Ipv4 master{};
+    std::string user_addr = keep_user ? given(env, "MASTER_ADDR") : "";
+    if (!user_addr.empty()) {
+        plan.master_addr = user_addr;
+        plan.why_addr = "kept the user's MASTER_ADDR";
+        auto a = address_of(user_addr, net);
+        if (a) {
+            master = *a;
+        } else if (facts.node_id == 0) {
+            // Node 0's own name may resolve to 127.0.1.1 here while the
+            // others reach it fine: keep the user's value, take the
+            // interface from node 0's own reachable address.
+            auto m = own_choice();
+            if (!m) return a.problem();
+            master = m->addr;
+        } else {
+            return a.problem();
+        }
+    } else {
+        auto m = own_choice();
         if (!m) return m.problem();
         master = m->addr;
         plan.master_addr = master.str();

@@ -29,7 +29,8 @@ bool item(spank_t sp, spank_item_t what, T& out) {
     return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;
 }
 
-// What the user reads: the task's stderr is the user's terminal or output file.
+// For --mn-nccl-explain: the task's stderr is the user's terminal or output
+// file, and the line should read as ours, without slurmstepd's prefix.
 void tell_user(const std::string& text) {
     std::string line = text + "\n";
     ssize_t rc = write(STDERR_FILENO, line.data(), line.size());
@@ -95,10 +96,12 @@ int stepd_user_init(spank_t sp) {
 int stepd_task_init(spank_t sp) {
     PluginState& s = state();
     if (!s.deferred_error.empty()) {
+        // slurm_error from a task reaches the user's stderr; one line per
+        // node is enough.
         int local_id = 0;
         item(sp, S_TASK_ID, local_id);
-        if (local_id == 0) tell_user(s.deferred_error);
-        slurm_error("%s", s.deferred_error.c_str());
+        if (local_id == 0) slurm_error("%s", s.deferred_error.c_str());
+        else slurm_verbose("%s", s.deferred_error.c_str());
         return -1;
     }
     if (!s.active || !s.plan) return 0;
@@ -106,7 +109,7 @@ int stepd_task_init(spank_t sp) {
     TaskFacts t;
     int local_id = 0;
     if (!item(sp, S_TASK_ID, local_id) || !item(sp, S_TASK_GLOBAL_ID, t.global_id)) {
-        tell_user(message("Slurm did not give this task's ids; report this with the Slurm version"));
+        slurm_error("%s", message("Slurm did not give this task's ids; report this with the Slurm version").c_str());
         return -1;
     }
     t.local_id = static_cast<uint32_t>(local_id);
@@ -117,7 +120,7 @@ int stepd_task_init(spank_t sp) {
     for (const EnvVar& v : task_environment(*s.plan, t)) {
         if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), s.plan->force ? 1 : 0) != ESPANK_SUCCESS &&
             !step_env(sp, v.name)) {
-            tell_user(message("could not set " + v.name + " in the task's environment"));
+            slurm_error("%s", message("could not set " + v.name + " in the task's environment").c_str());
             return -1;
         }
     }

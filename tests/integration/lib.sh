@@ -1,0 +1,52 @@
+# Shared by the integration tests: a real Slurm from scripts/local-cluster.sh.
+# Each check prints "ok - NAME" or "not ok - NAME" with what was seen.
+set -u
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+CLUSTER_DIR=${MN_CLUSTER_DIR:-/tmp/mn-cluster}
+export SLURM_CONF=$CLUSTER_DIR/slurm.conf
+PY=/usr/bin/python3          # Debian's python3 has python3-torch
+ALLREDUCE=$HERE/allreduce.py
+# Debian's torch 1.13 torchrun needs these under Python 3.11 (its own bug).
+export PET_REDIRECTS=1 PET_TEE=1
+PASSED=0
+FAILED=0
+OUT=$(mktemp -d /tmp/mn-it.XXXXXX)
+
+pass() { PASSED=$((PASSED + 1)); echo "ok - $1"; }
+fail() {
+  FAILED=$((FAILED + 1))
+  echo "not ok - $1"
+  shift
+  [ $# -gt 0 ] && printf '    %s\n' "$@"
+  [ -f "$OUT/last" ] && sed 's/^/    | /' "$OUT/last" | head -40
+  return 0
+}
+
+# run CMD...: runs with a time limit; stdout+stderr in $OUT/last, rc in $RC.
+run() {
+  timeout 120 "$@" >"$OUT/last" 2>&1
+  RC=$?
+}
+
+# Lines of the last output that match a pattern.
+lines() { grep -E "$1" "$OUT/last" || true; }
+count() { grep -cE "$1" "$OUT/last" || true; }
+has() { grep -qE -- "$1" "$OUT/last"; }
+
+plugstack() { bash "$TOP/scripts/local-cluster.sh" plugstack "$@" >/dev/null; }
+
+# Prints KEY=VALUE of the distributed variables, one task per line.
+ENV_DUMP='echo "TASK host=$(hostname) RANK=${RANK-} LOCAL_RANK=${LOCAL_RANK-} WORLD_SIZE=${WORLD_SIZE-} LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-} NODE_RANK=${NODE_RANK-} NNODES=${NNODES-} MASTER_ADDR=${MASTER_ADDR-} MASTER_PORT=${MASTER_PORT-} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-} GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME-} PET_NNODES=${PET_NNODES-} PET_NPROC_PER_NODE=${PET_NPROC_PER_NODE-} PET_NODE_RANK=${PET_NODE_RANK-} PET_MASTER_ADDR=${PET_MASTER_ADDR-} PET_MASTER_PORT=${PET_MASTER_PORT-} PET_RDZV_ID=${PET_RDZV_ID-} GPUS_PER_NODE=${GPUS_PER_NODE-} NPROC_PER_NODE=${NPROC_PER_NODE-} NCCL_IB_DISABLE=${NCCL_IB_DISABLE-} JOB=${SLURM_JOB_ID-}.${SLURM_STEP_ID-}"'
+
+# field NAME LINE: the value of NAME= in one TASK line.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# distinct NAME: the distinct values of NAME over all TASK lines.
+distinct() { lines '^TASK ' | while read -r l; do field "$1" "$l"; done | sort -u; }
+
+summary() {
+  rm -rf "$OUT"
+  echo "integration: $PASSED passed, $FAILED failed"
+  [ "$FAILED" -eq 0 ]
+}

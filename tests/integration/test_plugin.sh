@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The mn_nccl plugin on a real multi-node Slurm (scripts/local-cluster.sh):
+# every node resolves its own name to 127.0.1.1 and carries a docker0 with
+# 172.17.0.1, as real clusters do.
+source "$(dirname "$0")/lib.sh"
+
+MASTER=10.250.0.10   # node0's eth0 in the local cluster
+plugstack required
+
+t_task_mode_uneven() {
+  local name="task mode, 7 tasks on 3 nodes (block): ranks, local ranks, master, interface"
+  run srun -N3 -n7 --mn-nccl=auto bash -c "$ENV_DUMP"
+  [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
+  local ranks
+  ranks=$(distinct RANK | sort -n | paste -sd,)
+  [ "$ranks" = "0,1,2,3,4,5,6" ] || { fail "$name" "ranks $ranks"; return; }
+  [ "$(distinct WORLD_SIZE)" = 7 ] && [ "$(distinct NNODES)" = 3 ] || { fail "$name" "world/nnodes"; return; }
+  [ "$(distinct MASTER_ADDR)" = $MASTER ] || { fail "$name" "MASTER_ADDR $(distinct MASTER_ADDR | paste -sd,)"; return; }
+  [ "$(distinct MASTER_PORT | wc -l)" = 1 ] || { fail "$name" "several ports"; return; }
+  local port; port=$(distinct MASTER_PORT)
+  [ "$port" -ge 20000 ] && [ "$port" -le 29999 ] || { fail "$name" "port $port outside 20000-29999"; return; }
+  [ "$(distinct NCCL_SOCKET_IFNAME)" = "=eth0" ] && [ "$(distinct GLOO_SOCKET_IFNAME)" = eth0 ] ||
+    { fail "$name" "interfaces $(distinct NCCL_SOCKET_IFNAME | paste -sd,)"; return; }
+  # per node: local ranks 0..n-1 and LOCAL_WORLD_SIZE = n, NODE_RANK = node index
+  local node n locals lws nr
+  for node in node0 node1 node2; do
+    n=$(lines "^TASK host=$node " | wc -l)
+    locals=$(lines "^TASK host=$node " | while read -r l; do field LOCAL_RANK "$l"; done | sort -n | paste -sd,)
+    lws=$(lines "^TASK host=$node " | while read -r l; do field LOCAL_WORLD_SIZE "$l"; done | sort -u)
+    nr=$(lines "^TASK host=$node " | while read -r l; do field NODE_RANK "$l"; done | sort -u)
+    [ "$locals" = "$(seq -s, 0 $((n - 1)))" ] && [ "$lws" = "$n" ] && [ "$nr" = "${node#node}" ] ||
+      { fail "$name" "$node: locals=$locals lws=$lws node_rank=$nr"; return; }
+  done
+  pass "$name"
+}
+
+t_cyclic() {
+  local name="task mode, cyclic distribution: RANK is Slurm's task id"
+  run srun -N2 -n4 -m cyclic --mn-nccl bash -c "$ENV_DUMP SLURM_PROCID=\$SLURM_PROCID"
+  [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
+  local bad
+  bad=$(lines '^TASK ' | while read -r l; do [ "$(field RANK "$l")" = "$(field SLURM_PROCID "$l")" ] || echo "$l"; done)
+  local node0ranks
+  node0ranks=$(lines '^TASK host=node0 ' | while read -r l; do field RANK "$l"; done | sort -n | paste -sd,)
+  [ -z "$bad" ] && [ "$node0ranks" = "0,2" ] || { fail "$name" "node0 ranks $node0ranks" "$bad"; return; }
+  pass "$name"
+}
+
+t_torch_task_mode() {
+  local name="task mode: real PyTorch gloo all-reduce, 5 tasks on 3 nodes, nothing set by hand"
+  run srun -N3 -n5 --mn-nccl=auto $PY "$ALLREDUCE"
+  [ $RC -eq 0 ] && [ "$(count 'ALLREDUCE .*world=5 .*ok=1')" = 5 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_node_mode_env() {
+  local name="node mode: one task per node gets torchrun's PET_* and no RANK"
+  run srun -N3 --ntasks-per-node=1 --gres=gpu:2 --mn-nccl bash -c "$ENV_DUMP"
+  [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
+  local job; job=$(distinct JOB)
+  [ "$(distinct RANK)" = "" ] && [ "$(distinct WORLD_SIZE)" = "" ] &&
+    [ "$(distinct PET_NNODES)" = 3 ] && [ "$(distinct PET_NPROC_PER_NODE)" = 2 ] &&
+    [ "$(distinct GPUS_PER_NODE)" = 2 ] && [ "$(distinct NPROC_PER_NODE)" = 2 ] &&
+    [ "$(distinct PET_NODE_RANK | paste -sd,)" = "0,1,2" ] &&
+    [ "$(distinct PET_MASTER_ADDR)" = $MASTER ] && [ "$(distinct PET_MASTER_PORT)" = "$(distinct MASTER_PORT)" ] &&
+    [ "$(distinct PET_RDZV_ID)" = "$job" ] || { fail "$name"; return; }
+  pass "$name"
+}
+
+t_node_mode_no_gpus() {
+  local name="node mode without GPUs: one process per node"
+  run srun -N2 --ntasks-per-node=1 --mn-nccl bash -c "$ENV_DUMP"
+  [ $RC -eq 0 ] && [ "$(distinct PET_NPROC_PER_NODE)" = 1 ] || { fail "$name"; return; }
+  pass "$name"
+}
+
+t_torchrun() {
+  local name="node mode: real torchrun with no arguments but the script, 3 nodes x 2 GPUs"
+  run srun -N3 --ntasks-per-node=1 --gres=gpu:2 --mn-nccl=auto torchrun "$ALLREDUCE"
+  [ $RC -eq 0 ] && [ "$(count 'ALLREDUCE .*world=6 .*ok=1')" = 6 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_concurrent_steps() {
+  local name="two steps of one job at once on the same nodes: different ports, both all-reduces pass"
+  run salloc -N2 -n4 bash -c "
+    srun --overlap -N2 -n2 --mn-nccl --mn-nccl-launch=task bash -c '$ENV_DUMP; $PY $ALLREDUCE' &
+    srun --overlap -N2 -n2 --mn-nccl --mn-nccl-launch=task bash -c '$ENV_DUMP; $PY $ALLREDUCE' &
+    wait"
+  local ports; ports=$(distinct MASTER_PORT | wc -l)
+  [ "$(count 'ALLREDUCE .*world=2 .*ok=1')" = 4 ] && [ "$ports" = 2 ] ||
+    { fail "$name" "ports=$ports rc=$RC"; return; }
+  pass "$name"
+}
+
+t_user_values_kept() {
+  local name="a user's own MASTER_PORT and MASTER_ADDR are kept, and torch meets there"
+  MASTER_PORT=23456 MASTER_ADDR=node0 run srun -N2 -n2 --mn-nccl --mn-nccl-launch=task bash -c "$ENV_DUMP; $PY $ALLREDUCE"
+  [ $RC -eq 0 ] && [ "$(distinct MASTER_PORT)" = 23456 ] && [ "$(distinct MASTER_ADDR)" = node0 ] &&
+    [ "$(count 'ALLREDUCE .*ok=1')" = 2 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_force() {
+  local name="force=1 in plugstack.conf overrides the user's MASTER_PORT"
+  plugstack required force=1
+  MASTER_PORT=23456 run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
+  plugstack required
+  [ $RC -eq 0 ] && [ "$(distinct MASTER_PORT)" != 23456 ] && [ -n "$(distinct MASTER_PORT)" ] ||
+    { fail "$name"; return; }
+  pass "$name"
+}
+
+t_off_by_default() {
+  local name="without the option (site default off) nothing is set; --mn-nccl=off wins over default=auto"
+  run srun -N2 -n2 bash -c "$ENV_DUMP"
+  [ $RC -eq 0 ] && [ "$(distinct MASTER_ADDR)" = "" ] && [ "$(distinct RANK)" = "" ] || { fail "$name" "default off"; return; }
+  plugstack required default=auto
+  run srun -N2 -n2 bash -c "$ENV_DUMP"
+  local with_default; with_default=$(distinct MASTER_ADDR)
+  run srun -N2 -n2 --mn-nccl=off bash -c "$ENV_DUMP"
+  local with_off; with_off=$(distinct MASTER_ADDR)
+  plugstack required
+  [ "$with_default" = $MASTER ] && [ "$with_off" = "" ] || { fail "$name" "default=auto gave '$with_default', off gave '$with_off'"; return; }
+  pass "$name"
+}
+
+t_env_form() {
+  local name="MN_NCCL=auto in the environment works like --mn-nccl; the command line wins"
+  MN_NCCL=auto run srun -N2 -n2 bash -c "$ENV_DUMP"
+  local from_env; from_env=$(distinct MASTER_ADDR)
+  MN_NCCL=auto run srun -N2 -n2 --mn-nccl=off bash -c "$ENV_DUMP"
+  local off; off=$(distinct MASTER_ADDR)
+  [ "$from_env" = $MASTER ] && [ "$off" = "" ] || { fail "$name" "env gave '$from_env', off gave '$off'"; return; }
+  pass "$name"
+}
+
+t_batch_step_untouched() {
+  local name="sbatch --mn-nccl: the batch step is untouched, its srun steps are set up"
+  local out=$OUT/batch.out
+  run sbatch --wait -N2 -n4 --mn-nccl=auto -o "$out" --wrap \
+    "echo BATCH MASTER_ADDR=\${MASTER_ADDR:-unset} RANK=\${RANK:-unset}; srun -n4 bash -c '$ENV_DUMP'"
+  cp "$out" "$OUT/last" 2>/dev/null
+  has '^BATCH MASTER_ADDR=unset RANK=unset' && [ "$(distinct MASTER_ADDR)" = $MASTER ] &&
+    [ "$(distinct RANK | paste -sd,)" = "0,1,2,3" ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_explain() {
+  local name="--mn-nccl-explain: one line per node with the values and why; node0 saw 127.0.1.1"
+  run srun -N3 -n6 --mn-nccl --mn-nccl-explain true
+  [ $RC -eq 0 ] && [ "$(count '^mn_nccl: node[0-2] \(node [0-2] of 3\): mode=auto')" = 3 ] &&
+    has "node0 .*resolves here to 127.0.1.1" && has "MASTER_ADDR=$MASTER" && ! has 'docker0|172\.17\.' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_bad_mode() {
+  local name="bad --mn-nccl value: srun fails before launch, naming the option and the valid values"
+  rm -f "$OUT/launched"
+  run srun -N1 --mn-nccl=fast touch "$OUT/launched"
+  [ $RC -ne 0 ] && [ ! -e "$OUT/launched" ] && has "--mn-nccl='fast' is not a valid mode; use one of auto, ib, roce, socket, off" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_bad_env_mode() {
+  local name="bad MN_NCCL value: srun fails before launch, naming MN_NCCL"
+  rm -f "$OUT/launched"
+  MN_NCCL=yes run srun -N1 touch "$OUT/launched"
+  [ $RC -ne 0 ] && [ ! -e "$OUT/launched" ] && has "MN_NCCL='yes' is not a valid mode" || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_bad_launch() {
+  local name="bad --mn-nccl-launch value and node launch with several tasks per node fail before launch"
+  rm -f "$OUT/launched"
+  run srun -N1 --mn-nccl --mn-nccl-launch=nodes touch "$OUT/launched"
+  local rc1=$RC; has "--mn-nccl-launch='nodes' is not valid" || { fail "$name" "no message for bad value"; return; }
+  run srun -N2 -n4 --mn-nccl --mn-nccl-launch=node touch "$OUT/launched"
+  [ $rc1 -ne 0 ] && [ $RC -ne 0 ] && [ ! -e "$OUT/launched" ] && has "needs exactly one task per node, the step has 4 tasks on 2 nodes; add --ntasks-per-node=1" ||
+    { fail "$name" "rc=$rc1/$RC"; return; }
+  pass "$name"
+}
+
+t_bad_plugstack() {
+  local name="bad plugstack.conf arguments: reported by name, defaults used, the job runs"
+  plugstack required prot_range=1-2 port_range=99-1 default=maybe force=2
+  run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
+  plugstack required
+  local port; port=$(distinct MASTER_PORT)
+  [ $RC -eq 0 ] && has "unknown argument 'prot_range=1-2'" && has "port_range='99-1'" && has "default='maybe'" &&
+    has "force='2'" && [ "$port" -ge 20000 ] && [ "$port" -le 29999 ] || { fail "$name" "rc=$RC port=$port"; return; }
+  pass "$name"
+}
+
+t_unresolvable_node0() {
+  local name="node1 cannot resolve node0: the step fails with the node, the name and the fix (srun exit != 0)"
+  local hosts=$CLUSTER_DIR/hosts/node1 saved
+  saved=$(cat "$hosts")
+  grep -v ' node0$' <<<"$saved" >"$hosts"   # in place: the bind mount keeps the inode
+  run srun -N2 -n2 --mn-nccl true
+  printf '%s\n' "$saved" >"$hosts"
+  [ $RC -ne 0 ] && has "mn_nccl: node1: cannot resolve node 0's name 'node0'" && has "or set MASTER_ADDR" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_unsupported_mode_is_loud() {
+  local name="--mn-nccl=ib before fabric discovery exists: tasks fail with a message, never silently"
+  run srun -N2 -n2 --mn-nccl=ib true
+  [ $RC -ne 0 ] && has "mn_nccl: node0: --mn-nccl=ib needs RDMA fabric discovery" || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_help() {
+  local name="srun --help lists the options"
+  run srun --help
+  has "--mn-nccl=\[MODE\]" && has "--mn-nccl-launch=task\|node" && has "--mn-nccl-explain" || { fail "$name"; return; }
+  pass "$name"
+}
+
+for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
+  "$t"
+done
+summary
