@@ -28,6 +28,7 @@ struct StepFacts {
     uint32_t total_tasks = 0;
     std::string nodelist;        // SLURM_STEP_NODELIST
     std::string tasks_per_node;  // SLURM_STEP_TASKS_PER_NODE
+    std::vector<std::string> argv;  // the step's command
 };
 
 // Steps that are not training steps: the batch script and the extern step.

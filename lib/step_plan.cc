@@ -1,6 +1,7 @@
 #include "step_plan.h"
 
 #include "hostlist.h"
+#include "launcher.h"
 #include "netprobe.h"
 
 namespace mn {
@@ -57,6 +58,7 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
                            std::to_string(facts.total_tasks) + " tasks on " + std::to_string(facts.nnodes) +
                            " nodes",
                        "add --ntasks-per-node=1, or use --mn-nccl-launch=task"};
+    if (auto p = launcher_count_problem(facts.argv, choice.launch, facts.nnodes, facts.total_tasks)) return *p;
 
     if (facts.nodelist.empty())
         return Problem{"SLURM_STEP_NODELIST is not in the step's environment",

@@ -82,10 +82,6 @@ extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
     return 0;
 }
 
-extern "C" int slurm_spank_local_user_init(spank_t sp, int, char**) {
-    return guarded("local_user_init", Failure::FailHook, [&] { return srun_local_user_init(sp); });
-}
-
 extern "C" int slurm_spank_user_init(spank_t sp, int, char**) {
     return guarded("user_init", Failure::Defer, [&] { return stepd_user_init(sp); });
 }

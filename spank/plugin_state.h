@@ -36,7 +36,6 @@ int register_options(spank_t sp);
 // Per context (srun.cc, slurmstepd.cc).
 int srun_init(spank_t sp, int ac, char** av);
 int srun_init_post_opt(spank_t sp);
-int srun_local_user_init(spank_t sp);
 int stepd_init(spank_t sp, int ac, char** av);
 int stepd_user_init(spank_t sp);
 int stepd_task_init(spank_t sp);

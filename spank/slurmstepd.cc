@@ -82,6 +82,10 @@ int stepd_user_init(spank_t sp) {
     }
     f.nodelist = step_env(sp, "SLURM_STEP_NODELIST").value_or("");
     f.tasks_per_node = step_env(sp, "SLURM_STEP_TASKS_PER_NODE").value_or("");
+    int argc = 0;
+    char** argv = nullptr;
+    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argv)
+        f.argv.assign(argv, argv + argc);
 
     SystemNetwork net;
     auto plan = plan_step(f, s.choice, s.site.config, [&](const std::string& n) { return step_env(sp, n); }, net);

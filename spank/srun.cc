@@ -36,23 +36,4 @@ int srun_init_post_opt(spank_t) {
     return 0;
 }
 
-// srun only, once the step exists: the counts are known, the tasks not yet
-// started.
-int srun_local_user_init(spank_t sp) {
-    const PluginState& s = state();
-    if (s.choice.mode == Mode::Off || s.choice.launch != LaunchMode::Node) return 0;
-    uint32_t nnodes = 0, ntasks = 0;
-    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
-        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS)
-        return 0;  // the step side checks it again
-    if (ntasks != nnodes) {
-        slurm_error("%s", message("--mn-nccl-launch=node needs exactly one task per node, the step has " +
-                                  std::to_string(ntasks) + " tasks on " + std::to_string(nnodes) +
-                                  " nodes; add --ntasks-per-node=1, or use --mn-nccl-launch=task")
-                              .c_str());
-        return -1;
-    }
-    return 0;
-}
-
 }  // namespace mn::spank

@@ -6,7 +6,7 @@ TOP=$(cd "$HERE/../.." && pwd)
 CLUSTER_DIR=${MN_CLUSTER_DIR:-/tmp/mn-cluster}
 export SLURM_CONF=$CLUSTER_DIR/slurm.conf
 PY=/usr/bin/python3          # Debian's python3 has python3-torch
-ALLREDUCE=$HERE/allreduce.py
+ALLREDUCE=$TOP/scripts/allreduce.py
 # Debian's torch 1.13 torchrun needs these under Python 3.11 (its own bug).
 export PET_REDIRECTS=1 PET_TEE=1
 PASSED=0

@@ -36,7 +36,7 @@ t_task_mode_uneven() {
 
 t_cyclic() {
   local name="task mode, cyclic distribution: RANK is Slurm's task id"
-  run srun -N2 -n4 -m cyclic --mn-nccl bash -c "$ENV_DUMP SLURM_PROCID=\$SLURM_PROCID"
+  run srun -N2 --ntasks-per-node=2 -m cyclic --mn-nccl bash -c "$ENV_DUMP SLURM_PROCID=\$SLURM_PROCID"
   [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
   local bad
   bad=$(lines '^TASK ' | while read -r l; do [ "$(field RANK "$l")" = "$(field SLURM_PROCID "$l")" ] || echo "$l"; done)
@@ -180,6 +180,19 @@ t_bad_launch() {
   run srun -N2 -n4 --mn-nccl --mn-nccl-launch=node touch "$OUT/launched"
   [ $rc1 -ne 0 ] && [ $RC -ne 0 ] && [ ! -e "$OUT/launched" ] && has "needs exactly one task per node, the step has 4 tasks on 2 nodes; add --ntasks-per-node=1" ||
     { fail "$name" "rc=$rc1/$RC"; return; }
+  pass "$name"
+}
+
+t_torchrun_per_task() {
+  local name="torchrun started once per task: the step fails with the counts to use, torchrun never runs"
+  mkdir -p "$OUT/bin"
+  printf '#!/bin/sh\ntouch %s/launched\n' "$OUT" >"$OUT/bin/torchrun"
+  chmod +x "$OUT/bin/torchrun"
+  rm -f "$OUT/launched"
+  run srun -N2 -n4 --mn-nccl "$OUT/bin/torchrun" train.py
+  [ $RC -ne 0 ] && [ ! -e "$OUT/launched" ] &&
+    has "torchrun would start 4 times on 2 nodes, but it is a per-node launcher; run it with srun --ntasks=2 --ntasks-per-node=1" ||
+    { fail "$name" "rc=$RC"; return; }
   pass "$name"
 }
 

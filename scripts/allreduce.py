@@ -1,6 +1,8 @@
 """A real training client: a gloo all-reduce with nothing but the environment
 that mn_nccl set (env:// rendezvous). Prints one line per rank:
-  ALLREDUCE rank=R world=W local_rank=L node_rank=N host=H sum=S expected=E ok=1
+  ALLREDUCE rank=R world=W local_rank=L node_rank=N host=H sum=S expected=E ok=1 \
+            master=ADDR:PORT ifname=IF
+Exits non-zero when the sum is wrong.
 """
 import os
 import socket
@@ -23,7 +25,9 @@ def main():
     print(
         f"ALLREDUCE rank={rank} world={world} local_rank={os.environ.get('LOCAL_RANK')} "
         f"node_rank={os.environ.get('NODE_RANK', os.environ.get('GROUP_RANK'))} host={socket.gethostname()} "
-        f"sum={t.item():g} expected={expected:g} ok={ok}",
+        f"sum={t.item():g} expected={expected:g} ok={ok} "
+        f"master={os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} "
+        f"ifname={os.environ.get('GLOO_SOCKET_IFNAME')}",
         flush=True,
     )
     dist.barrier()
