@@ -178,17 +178,28 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
     // NCCL takes '=' as "exactly this name", not a prefix.
     put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
     put("GLOO_SOCKET_IFNAME", plan.ifname);
-    if (plan.mode == Mode::Socket) put("NCCL_IB_DISABLE", "1");
+    for (const auto& [name, value] : plan.fabric.env) env.push_back({name, value});
     return env;
 }
 
 std::string explain_line(const StepPlan& plan, const std::string& hostname) {
     const StepFacts& f = plan.facts;
+    std::string fabric;
+    if (!plan.fabric.fabric.empty()) {
+        fabric = "; fabric=" + plan.fabric.fabric;
+        for (const auto& [name, value] : plan.fabric.env) fabric += " " + name + "=" + value;
+        fabric += " (" + plan.fabric.why + ")";
+    }
     return "mn_nccl: " + hostname + " (node " + std::to_string(f.node_id) + " of " + std::to_string(f.nnodes) +
            "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
            "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
            std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
-           " (" + plan.why_ifname + ")";
+           " (" + plan.why_ifname + ")" + fabric;
+}
+
+std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {
+    if (auto v = env("MN_NCCL_SYSFS_ROOT"); v && !v->empty()) return *v;
+    return site.sysfs_root.empty() ? "/sys" : site.sysfs_root;
 }
 
 }  // namespace mn

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config.h"
+#include "fabric.h"
 #include "netpath.h"
 #include "outcome.h"
 #include "step_layout.h"
@@ -58,7 +59,13 @@ struct StepPlan {
     std::string ifname;
     // Why each value was chosen, for --mn-nccl-explain.
     std::string why_addr, why_port, why_ifname, why_launch;
+    // NCCL's network (NCCL_IB_HCA, NCCL_IB_GID_INDEX or NCCL_IB_DISABLE).
+    FabricChoice fabric;
 };
+
+// Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's
+// sysfs_root, else /sys.
+std::string sysfs_root(const EnvLookup& env, const SiteConfig& site);
 
 Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
                             const EnvLookup& env, const NetworkView& net);

@@ -66,13 +66,6 @@ int stepd_user_init(spank_t sp) {
     s.active = true;
     if (!s.deferred_error.empty()) return 0;
 
-    if (s.choice.mode == Mode::Ib || s.choice.mode == Mode::Roce) {
-        s.deferred_error = message(std::string("--mn-nccl=") + to_string(s.choice.mode) +
-                                   " needs RDMA fabric discovery, which this build does not have yet; "
-                                   "use --mn-nccl=auto or --mn-nccl=socket");
-        return 0;
-    }
-
     bool ok = item(sp, S_JOB_ID, f.job_id) && item(sp, S_JOB_NNODES, f.nnodes) &&
               item(sp, S_JOB_NODEID, f.node_id) && item(sp, S_JOB_LOCAL_TASK_COUNT, f.local_tasks) &&
               item(sp, S_JOB_TOTAL_TASK_COUNT, f.total_tasks);
@@ -88,11 +81,18 @@ int stepd_user_init(spank_t sp) {
         f.argv.assign(argv, argv + argc);
 
     SystemNetwork net;
-    auto plan = plan_step(f, s.choice, s.site.config, [&](const std::string& n) { return step_env(sp, n); }, net);
+    const EnvLookup env = [&](const std::string& n) { return step_env(sp, n); };
+    auto plan = plan_step(f, s.choice, s.site.config, env, net);
     if (!plan) {
         s.deferred_error = message(plan.problem().text());
         return 0;
     }
+    auto fabric = choose_fabric(read_sysfs_ports(sysfs_root(env, s.site.config)), s.choice.mode);
+    if (!fabric) {
+        s.deferred_error = message(fabric.problem().text());
+        return 0;
+    }
+    plan.value().fabric = std::move(fabric.value());
     s.plan = std::move(plan.value());
     return 0;
 }
@@ -128,7 +128,10 @@ int stepd_task_init(spank_t sp) {
             return -1;
         }
     }
-    if (s.choice.explain && t.local_id == 0) tell_user(explain_line(*s.plan, hostname()));
+    if (t.local_id == 0) {
+        for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
+        if (s.choice.explain) tell_user(explain_line(*s.plan, hostname()));
+    }
     return 0;
 }
 

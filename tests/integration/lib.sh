@@ -19,7 +19,7 @@ fail() {
   echo "not ok - $1"
   shift
   [ $# -gt 0 ] && printf '    %s\n' "$@"
-  [ -f "$OUT/last" ] && sed 's/^/    | /' "$OUT/last" | head -40
+  [ -f "$OUT/last" ] && sed 's/^/    | /' "$OUT/last" | head -15
   return 0
 }
 
@@ -37,13 +37,19 @@ has() { grep -qE -- "$1" "$OUT/last"; }
 plugstack() { bash "$TOP/scripts/local-cluster.sh" plugstack "$@" >/dev/null; }
 
 # Prints KEY=VALUE of the distributed variables, one task per line.
-ENV_DUMP='echo "TASK host=$(hostname) RANK=${RANK-} LOCAL_RANK=${LOCAL_RANK-} WORLD_SIZE=${WORLD_SIZE-} LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-} NODE_RANK=${NODE_RANK-} NNODES=${NNODES-} MASTER_ADDR=${MASTER_ADDR-} MASTER_PORT=${MASTER_PORT-} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-} GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME-} PET_NNODES=${PET_NNODES-} PET_NPROC_PER_NODE=${PET_NPROC_PER_NODE-} PET_NODE_RANK=${PET_NODE_RANK-} PET_MASTER_ADDR=${PET_MASTER_ADDR-} PET_MASTER_PORT=${PET_MASTER_PORT-} PET_RDZV_ID=${PET_RDZV_ID-} GPUS_PER_NODE=${GPUS_PER_NODE-} NPROC_PER_NODE=${NPROC_PER_NODE-} NCCL_IB_DISABLE=${NCCL_IB_DISABLE-} JOB=${SLURM_JOB_ID-}.${SLURM_STEP_ID-}"'
+ENV_DUMP='echo "TASK host=$(hostname) RANK=${RANK-} LOCAL_RANK=${LOCAL_RANK-} WORLD_SIZE=${WORLD_SIZE-} LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-} NODE_RANK=${NODE_RANK-} NNODES=${NNODES-} MASTER_ADDR=${MASTER_ADDR-} MASTER_PORT=${MASTER_PORT-} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-} GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME-} PET_NNODES=${PET_NNODES-} PET_NPROC_PER_NODE=${PET_NPROC_PER_NODE-} PET_NODE_RANK=${PET_NODE_RANK-} PET_MASTER_ADDR=${PET_MASTER_ADDR-} PET_MASTER_PORT=${PET_MASTER_PORT-} PET_RDZV_ID=${PET_RDZV_ID-} GPUS_PER_NODE=${GPUS_PER_NODE-} NPROC_PER_NODE=${NPROC_PER_NODE-} NCCL_IB_DISABLE=${NCCL_IB_DISABLE-} NCCL_IB_HCA=${NCCL_IB_HCA-} NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX-} JOB=${SLURM_JOB_ID-}.${SLURM_STEP_ID-}"'
 
 # field NAME LINE: the value of NAME= in one TASK line.
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 # distinct NAME: the distinct values of NAME over all TASK lines.
 distinct() { lines '^TASK ' | while read -r l; do field "$1" "$l"; done | sort -u; }
+
+if ! timeout 20 sinfo -h >/dev/null 2>&1; then
+  echo "not ok - the local cluster answers no sinfo (SLURM_CONF=$SLURM_CONF): start it with scripts/local-cluster.sh start"
+  echo "integration: 0 passed, 1 failed"
+  exit 1
+fi
 
 summary() {
   rm -rf "$OUT"

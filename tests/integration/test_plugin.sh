@@ -219,10 +219,34 @@ t_unresolvable_node0() {
   pass "$name"
 }
 
-t_unsupported_mode_is_loud() {
-  local name="--mn-nccl=ib before fabric discovery exists: tasks fail with a message, never silently"
+t_forced_ib_without_ib() {
+  local name="--mn-nccl=ib on nodes without InfiniBand: the tasks fail saying what the node has"
   run srun -N2 -n2 --mn-nccl=ib true
-  [ $RC -ne 0 ] && has "mn_nccl: node0: --mn-nccl=ib needs RDMA fabric discovery" || { fail "$name" "rc=$RC"; return; }
+  [ $RC -ne 0 ] && has "mn_nccl: node0: --mn-nccl=ib: this node has no ACTIVE InfiniBand port \(it has: no RDMA ports at all\)" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_socket_path() {
+  local name="auto on the namespace cluster (no RDMA): NCCL_IB_DISABLE=1 and the socket interface eth0 on every node"
+  run srun -N3 -n6 --mn-nccl bash -c "$ENV_DUMP"
+  [ $RC -eq 0 ] && [ "$(distinct NCCL_IB_DISABLE)" = 1 ] && [ "$(distinct NCCL_SOCKET_IFNAME)" = "=eth0" ] &&
+    [ "$(distinct NCCL_IB_HCA)" = "" ] && [ "$(lines '^TASK ' | wc -l)" = 6 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_fabric_fixtures() {
+  local name="fabric from sysfs fixtures (MN_NCCL_SYSFS_ROOT): DGX H100 -> 8 NDR HCAs, RoCE -> GID index 3"
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run srun -N2 -n4 --mn-nccl bash -c "$ENV_DUMP"
+  local dgx; dgx=$(distinct NCCL_IB_HCA)
+  local ifname; ifname=$(distinct NCCL_SOCKET_IFNAME)
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/roce-only run srun -N2 -n4 --mn-nccl bash -c "$ENV_DUMP"
+  local roce; roce="$(distinct NCCL_IB_HCA) $(distinct NCCL_IB_GID_INDEX)"
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/roce-mixed-gid run srun -N1 -n2 --mn-nccl bash -c "$ENV_DUMP"
+  [ "$dgx" = "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1" ] && [ "$ifname" = "=eth0" ] &&
+    [ "$roce" = "=mlx5_0:1,mlx5_1:1 3" ] && has "mn_nccl: node0: warning: the chosen RoCE ports have their RoCE v2 IPv4 GID at different indexes" ||
+    { fail "$name" "dgx=$dgx roce=$roce ifname=$ifname"; return; }
   pass "$name"
 }
 

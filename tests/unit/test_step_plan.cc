@@ -87,6 +87,7 @@ static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, 
         };
         auto plan = plan_step(f, choice, SiteConfig{}, env, net);
         if (!plan) fail_msg("node %u: %s", node, plan.problem().text().c_str());
+        plan.value().fabric = *choose_fabric({}, choice.mode);  // a node without RDMA
         for (uint32_t t = 0; t < per_node[node]; ++t)
             out.push_back(as_map(task_environment(*plan, TaskFacts{t, ids[node][t], 4})));
     }
@@ -235,14 +236,33 @@ static void missing_nodelist_is_named(void**) {
     assert_contains(plan.problem().what, "SLURM_STEP_NODELIST");
 }
 
-static void socket_mode_disables_ib(void**) {
+static void fabric_variables_reach_every_task(void**) {
     UserChoice c;
     c.mode = Mode::Socket;
-    auto envs = run_step({2}, Dist::Block, c);
-    assert_str(envs[0].at("NCCL_IB_DISABLE"), "1");
-    c.mode = Mode::Auto;
-    envs = run_step({2}, Dist::Block, c);
-    assert_int_equal(envs[0].count("NCCL_IB_DISABLE"), 0);
+    for (const auto& e : run_step({2, 1}, Dist::Block, c)) assert_str(e.at("NCCL_IB_DISABLE"), "1");
+    c.mode = Mode::Auto;  // no RDMA on these nodes: sockets too
+    for (const auto& e : run_step({2, 1}, Dist::Block, c)) assert_str(e.at("NCCL_IB_DISABLE"), "1");
+    StepPlan p;
+    p.master_addr = "10.0.0.10";
+    p.ifname = "eth0";
+    p.fabric.env = {{"NCCL_IB_HCA", "=mlx5_0:1"}};
+    auto e = as_map(task_environment(p, TaskFacts{}));
+    assert_str(e.at("NCCL_IB_HCA"), "=mlx5_0:1");
+    assert_str(e.at("NCCL_SOCKET_IFNAME"), "=eth0");  // NCCL's bootstrap still needs it
+    assert_int_equal(e.count("NCCL_IB_DISABLE"), 0);
+}
+
+static void sysfs_root_choice(void**) {
+    SiteConfig site;
+    auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    auto user = [](const std::string& k) -> std::optional<std::string> {
+        if (k == "MN_NCCL_SYSFS_ROOT") return std::string("/fixtures/dgx");
+        return std::nullopt;
+    };
+    assert_str(sysfs_root(none, site), "/sys");
+    site.sysfs_root = "/srv/sys";
+    assert_str(sysfs_root(none, site), "/srv/sys");
+    assert_str(sysfs_root(user, site), "/fixtures/dgx");
 }
 
 static void explain_names_each_choice(void**) {
@@ -254,7 +274,9 @@ static void explain_names_each_choice(void**) {
     p.master_port = 20017;
     p.ifname = "eth0";
     p.why_addr = "node0 resolves to 10.0.0.10";
+    p.fabric = *choose_fabric({}, Mode::Auto);
     std::string line = explain_line(p, "node1");
+    assert_contains(line, "fabric=socket NCCL_IB_DISABLE=1 (no usable RDMA port (no RDMA ports at all))");
     assert_contains(line, "mn_nccl: node1 (node 1 of 2)");
     assert_contains(line, "MASTER_ADDR=10.0.0.10 (node0 resolves to 10.0.0.10)");
     assert_contains(line, "MASTER_PORT=20017");
@@ -275,7 +297,8 @@ int main() {
         cmocka_unit_test(users_master_port_is_used_everywhere),
         cmocka_unit_test(bad_user_master_port_is_named),
         cmocka_unit_test(missing_nodelist_is_named),
-        cmocka_unit_test(socket_mode_disables_ib),
+        cmocka_unit_test(fabric_variables_reach_every_task),
+        cmocka_unit_test(sysfs_root_choice),
         cmocka_unit_test(explain_names_each_choice),
     };
     return cmocka_run_group_tests_name("step_plan", tests, nullptr, nullptr);
