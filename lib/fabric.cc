@@ -88,7 +88,17 @@ void read_port(const std::string& root, RdmaPort& p) {
 
     auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net");
     std::sort(nets.begin(), nets.end(), natural_less);
-    if (!p.roce()) return;
+    auto read_netdev = [&] {
+        if (p.netdev.empty()) return;
+        p.netdev_state = read_line(root + "/class/net/" + p.netdev + "/operstate").value_or("");
+        auto mtu = read_line(root + "/class/net/" + p.netdev + "/mtu");
+        if (mtu && all_digits(*mtu)) p.mtu = static_cast<unsigned>(std::strtoul(mtu->c_str(), nullptr, 10));
+    };
+    if (!p.roce()) {
+        if (!nets.empty()) p.netdev = nets.front();  // IPoIB, for the report
+        read_netdev();
+        return;
+    }
 
     // RoCE: the v2 GID with an IPv4-mapped address, lowest index first.
     std::string gid_netdev;
@@ -109,11 +119,7 @@ void read_port(const std::string& root, RdmaPort& p) {
         break;
     }
     p.netdev = !gid_netdev.empty() ? gid_netdev : (nets.empty() ? "" : nets.front());
-    if (!p.netdev.empty()) {
-        p.netdev_state = read_line(root + "/class/net/" + p.netdev + "/operstate").value_or("");
-        auto mtu = read_line(root + "/class/net/" + p.netdev + "/mtu");
-        if (mtu && all_digits(*mtu)) p.mtu = static_cast<unsigned>(std::strtoul(mtu->c_str(), nullptr, 10));
-    }
+    read_netdev();
 }
 
 std::string rate_str(double g) {

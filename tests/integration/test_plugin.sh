@@ -250,6 +250,21 @@ t_fabric_fixtures() {
   pass "$name"
 }
 
+t_discover_in_task() {
+  local name="mn-preflight discover --json in a task: socket fabric, eth0, and the DGX fixture's 8 HCAs"
+  run srun -N2 -n2 --mn-nccl --mn-nccl-launch=task "$TOP/helper/mn-preflight" discover --json
+  local here
+  here=$($PY -c 'import json,sys
+objs=[json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print(len(objs), sorted(set(o["env"]["NCCL_SOCKET_IFNAME"]+"/"+o["env"]["NCCL_IB_DISABLE"]+"/"+o["fabric"] for o in objs)))' "$OUT/last" 2>&1)
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run srun -N1 -n1 --mn-nccl "$TOP/helper/mn-preflight" discover
+  [ "$here" = "2 ['=eth0/1/socket']" ] && has '^  NCCL_IB_HCA==mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1$' &&
+    has '^  NCCL_SOCKET_IFNAME==eth0$' && has 'mlx5_8:1 .* no +RoCE, while InfiniBand ports are ACTIVE' ||
+    { fail "$name" "json: $here"; return; }
+  pass "$name"
+}
+
 t_help() {
   local name="srun --help lists the options"
   run srun --help

@@ -57,6 +57,7 @@ static void dgx_h100_takes_the_eight_ndr_hcas(void**) {
     assert_true(verdict(c, "mlx5_9:1").port.rate_gbps == 200);
     assert_str(verdict(c, "mlx5_9:1").port.netdev, "enp9s0f0");
     assert_int_equal(verdict(c, "mlx5_9:1").port.mtu, 9000);
+    assert_str(verdict(c, "mlx5_3:1").port.netdev, "ibp3s0");  // IPoIB
 }
 
 static void roce_only_uses_the_v2_ipv4_gid(void**) {

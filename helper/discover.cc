@@ -1,0 +1,71 @@
+#include "discover.h"
+
+#include <cstdio>
+
+#include "lib/json.h"
+
+namespace mn {
+
+static std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+static std::string pad(std::string s, std::size_t w) {
+    if (s.size() < w) s.append(w - s.size(), ' ');
+    return s + " ";
+}
+
+std::string discover_text(const DiscoverReport& r) {
+    std::string out = "# mn-preflight discover on " + r.host + " (mode " + to_string(r.mode) + ", sysfs " +
+                      r.sysfs_root + ")\n";
+    out += "# " + pad("port", 11) + pad("state", 7) + pad("link", 10) + pad("Gb/s", 5) + pad("netdev", 12) +
+           pad("mtu", 5) + pad("gid", 3) + pad("chosen", 6) + "reason\n";
+    for (const auto& v : r.choice.ports) {
+        const RdmaPort& p = v.port;
+        out += "  " + pad(p.name(), 11) + pad(p.state.empty() ? "?" : p.state, 7) +
+               pad(p.link_layer.empty() ? "?" : p.link_layer, 10) + pad(p.rate_gbps > 0 ? num(p.rate_gbps) : "?", 5) +
+               pad(p.netdev.empty() ? "-" : p.netdev, 12) + pad(p.mtu ? std::to_string(p.mtu) : "-", 5) +
+               pad(p.gid_index ? std::to_string(*p.gid_index) : "-", 3) + pad(v.chosen ? "yes" : "no", 6) + v.reason +
+               "\n";
+    }
+    if (r.choice.ports.empty()) out += "  (no RDMA ports)\n";
+    out += "fabric: " + r.choice.fabric + " (" + r.choice.why + ")\n";
+    for (const auto& w : r.choice.warnings) out += "warning: " + w + "\n";
+    out += "would set:\n";
+    for (const auto& [k, v] : r.env) out += "  " + k + "=" + v + "\n";
+    return out;
+}
+
+std::string discover_json(const DiscoverReport& r) {
+    std::string out = "{\"host\":" + json_string(r.host) + ",\"mode\":" + json_string(to_string(r.mode)) +
+                      ",\"sysfs_root\":" + json_string(r.sysfs_root) + ",\"fabric\":" + json_string(r.choice.fabric) +
+                      ",\"why\":" + json_string(r.choice.why) + ",\"env\":{";
+    bool first = true;
+    for (const auto& [k, v] : r.env) {
+        out += (first ? "" : ",") + json_string(k) + ":" + json_string(v);
+        first = false;
+    }
+    out += "},\"ports\":[";
+    first = true;
+    for (const auto& v : r.choice.ports) {
+        const RdmaPort& p = v.port;
+        out += std::string(first ? "" : ",") + "{\"hca\":" + json_string(p.hca) + ",\"port\":" + std::to_string(p.port) +
+               ",\"state\":" + json_string(p.state) + ",\"link_layer\":" + json_string(p.link_layer) +
+               ",\"rate_gbps\":" + num(p.rate_gbps) + ",\"netdev\":" + json_string(p.netdev) +
+               ",\"mtu\":" + std::to_string(p.mtu) +
+               ",\"gid_index\":" + (p.gid_index ? std::to_string(*p.gid_index) : "null") +
+               ",\"chosen\":" + (v.chosen ? "true" : "false") + ",\"reason\":" + json_string(v.reason) + "}";
+        first = false;
+    }
+    out += "],\"warnings\":[";
+    first = true;
+    for (const auto& w : r.choice.warnings) {
+        out += (first ? "" : ",") + json_string(w);
+        first = false;
+    }
+    return out + "]}\n";
+}
+
+}  // namespace mn
