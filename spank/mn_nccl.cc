@@ -71,13 +71,13 @@ bool local_side() {
 using namespace mn::spank;
 
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
-    if (local_side()) return guarded("init", Failure::FailHook, [&] { return srun_init(sp, ac, av); });
-    if (spank_remote(sp)) return guarded("init", Failure::Defer, [&] { return stepd_init(sp, ac, av); });
+    if (local_side()) return guarded("init", Failure::FailHook, [&] { return init_plugin(sp, ac, av, true); });
+    if (spank_remote(sp)) return guarded("init", Failure::Defer, [&] { return init_plugin(sp, ac, av, false); });
     return 0;
 }
 
 extern "C" int slurm_spank_init_post_opt(spank_t sp, int, char**) {
-    if (spank_context() == S_CTX_LOCAL || spank_context() == S_CTX_ALLOCATOR)
+    if (local_side())
         return guarded("init_post_opt", Failure::FailHook, [&] { return srun_init_post_opt(sp); });
     return 0;
 }

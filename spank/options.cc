@@ -2,6 +2,7 @@
 // a bad value must fail srun before launch, and again in slurmstepd
 // (remote == 1, possibly twice), where failing would silently run no task.
 #include <string>
+#include <vector>
 
 #include "plugin_state.h"
 
@@ -64,6 +65,19 @@ struct spank_option kOptions[] = {
 };
 
 }  // namespace
+
+int init_plugin(spank_t sp, int ac, char** av, bool report_config) {
+    PluginState& s = state();
+    s.site = parse_site_config(std::vector<std::string>(av, av + ac));
+    // An admin's typo is reported (by srun and sbatch, where users read it),
+    // never fatal: its default stands.
+    for (const auto& w : s.site.warnings) {
+        if (report_config) slurm_error("%s", message(w).c_str());
+        else slurm_verbose("%s", message(w).c_str());
+    }
+    s.choice.mode = s.site.config.default_mode;
+    return register_options(sp);
+}
 
 int register_options(spank_t sp) {
     for (auto& opt : kOptions) {

@@ -30,13 +30,13 @@ PluginState& state();
 std::string message(const std::string& text);
 const std::string& hostname();
 
-// Registers the option table; called from slurm_spank_init in every context.
+// slurm_spank_init in every context: parse plugstack.conf arguments (and
+// report bad ones where report_config), register the option table.
+int init_plugin(spank_t sp, int ac, char** av, bool report_config);
 int register_options(spank_t sp);
 
 // Per context (srun.cc, slurmstepd.cc).
-int srun_init(spank_t sp, int ac, char** av);
 int srun_init_post_opt(spank_t sp);
-int stepd_init(spank_t sp, int ac, char** av);
 int stepd_user_init(spank_t sp);
 int stepd_task_init(spank_t sp);
 

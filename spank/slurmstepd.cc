@@ -39,14 +39,6 @@ void tell_user(const std::string& text) {
 
 }  // namespace
 
-int stepd_init(spank_t sp, int ac, char** av) {
-    PluginState& s = state();
-    s.site = parse_site_config(std::vector<std::string>(av, av + ac));
-    for (const auto& w : s.site.warnings) slurm_verbose("%s", message(w).c_str());
-    s.choice.mode = s.site.config.default_mode;
-    return register_options(sp);
-}
-
 int stepd_user_init(spank_t sp) {
     PluginState& s = state();
     StepFacts f;

@@ -1,21 +1,11 @@
-// Local (srun) and allocator (sbatch, salloc) context: register options and
-// refuse bad input before anything is launched.
+// Local (srun) and allocator (sbatch, salloc) context: refuse bad input
+// before anything is launched.
 #include <cstdlib>
 #include <string>
-#include <vector>
 
 #include "plugin_state.h"
 
 namespace mn::spank {
-
-int srun_init(spank_t sp, int ac, char** av) {
-    PluginState& s = state();
-    s.site = parse_site_config(std::vector<std::string>(av, av + ac));
-    // An admin's typo is reported, never fatal: its default stands.
-    for (const auto& w : s.site.warnings) slurm_error("%s", message(w).c_str());
-    s.choice.mode = s.site.config.default_mode;
-    return register_options(sp);
-}
 
 int srun_init_post_opt(spank_t) {
     PluginState& s = state();

@@ -180,16 +180,22 @@ static void forced_task_mode_with_one_task_per_node(void**) {
     assert_int_equal(envs[1].count("PET_NNODES"), 0);
 }
 
+// Node 0's facts for a block layout of nnodes x per_node tasks.
+static StepFacts node0_facts(uint32_t nnodes, uint32_t per_node) {
+    StepFacts f;
+    f.nnodes = nnodes;
+    f.local_tasks = per_node;
+    f.total_tasks = nnodes * per_node;
+    f.nodelist = nnodes == 1 ? "node0" : "node[0-" + std::to_string(nnodes - 1) + "]";
+    f.tasks_per_node = std::to_string(per_node) + "(x" + std::to_string(nnodes) + ")";
+    return f;
+}
+
 static void forced_node_mode_with_many_tasks_is_refused(void**) {
     UserChoice c;
     c.mode = Mode::Auto;
     c.launch = LaunchMode::Node;
-    StepFacts f;
-    f.nnodes = 2;
-    f.local_tasks = 2;
-    f.total_tasks = 4;
-    f.nodelist = "node[0-1]";
-    f.tasks_per_node = "2(x2)";
+    StepFacts f = node0_facts(2, 2);
     auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 2));
     assert_false(plan.ok());
     assert_contains(plan.problem().fix, "--ntasks-per-node=1");
@@ -208,12 +214,7 @@ static void users_master_port_is_used_everywhere(void**) {
 static void bad_user_master_port_is_named(void**) {
     UserChoice c;
     c.mode = Mode::Auto;
-    StepFacts f;
-    f.nnodes = 1;
-    f.local_tasks = 1;
-    f.total_tasks = 1;
-    f.nodelist = "node0";
-    f.tasks_per_node = "1";
+    StepFacts f = node0_facts(1, 1);
     FakeNetwork net = node_view(0, 1);
     auto plan = plan_step(f, c, SiteConfig{}, [](const std::string& k) -> std::optional<std::string> {
         if (k == "MASTER_PORT") return std::string("29a");
@@ -226,11 +227,8 @@ static void bad_user_master_port_is_named(void**) {
 static void missing_nodelist_is_named(void**) {
     UserChoice c;
     c.mode = Mode::Auto;
-    StepFacts f;
-    f.nnodes = 1;
-    f.local_tasks = 1;
-    f.total_tasks = 1;
-    f.tasks_per_node = "1";
+    StepFacts f = node0_facts(1, 1);
+    f.nodelist.clear();
     auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 1));
     assert_false(plan.ok());
     assert_contains(plan.problem().what, "SLURM_STEP_NODELIST");
