@@ -80,6 +80,14 @@ Outcome<PortRange> parse_port_range(const std::string& value) {
     return PortRange{static_cast<uint16_t>(lo), static_cast<uint16_t>(hi)};
 }
 
+Outcome<uint16_t> parse_user_port(const std::string& value) {
+    unsigned long p = 0;
+    if (!parse_uint(value, 65535, p) || p == 0)
+        return Problem{"MASTER_PORT='" + value + "' is not a port number",
+                       "set MASTER_PORT to a number from 1 to 65535, or unset it"};
+    return static_cast<uint16_t>(p);
+}
+
 ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
     ParsedSiteConfig out;
     auto warn = [&](const std::string& what, const std::string& kept) {

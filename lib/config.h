@@ -27,6 +27,8 @@ struct PortRange {
     unsigned span() const { return unsigned(hi) - lo + 1; }
 };
 Outcome<PortRange> parse_port_range(const std::string& value);
+// A MASTER_PORT the user set: 1-65535.
+Outcome<uint16_t> parse_user_port(const std::string& value);
 
 // plugstack.conf: `required mn_nccl.so default=off port_range=20000-29999 force=0`
 struct SiteConfig {

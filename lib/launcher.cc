@@ -20,10 +20,6 @@ bool is_node_launcher(const std::vector<std::string>& argv) {
     return false;
 }
 
-}  // namespace mn
-
-namespace mn {
-
 std::optional<Problem> launcher_count_problem(const std::vector<std::string>& argv, LaunchMode asked,
                                               uint32_t nnodes, uint32_t ntasks) {
     if (asked == LaunchMode::Task || ntasks == nnodes || !is_node_launcher(argv)) return std::nullopt;

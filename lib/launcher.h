@@ -2,23 +2,18 @@
 // that torchrun started once per task, the classic wrong count, is refused.
 #pragma once
 
-#include <string>
-#include <vector>
-
-namespace mn {
-
-// torchrun, python -m torch.distributed.run / .launch, with any path.
-bool is_node_launcher(const std::vector<std::string>& argv);
-
-}  // namespace mn
-
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "config.h"
 #include "outcome.h"
 
 namespace mn {
+
+// torchrun, python -m torch.distributed.run / .launch, with any path.
+bool is_node_launcher(const std::vector<std::string>& argv);
 
 // A launcher must run once per node. Returns the problem when the step
 // would start it once per task instead (unless the user said

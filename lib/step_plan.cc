@@ -123,17 +123,9 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
 
     std::string user_port = keep_user ? given(env, "MASTER_PORT") : "";
     if (!user_port.empty()) {
-        plan.master_port = 0;
-        for (char c : user_port)
-            if (c < '0' || c > '9' || user_port.size() > 5) {
-                return Problem{"MASTER_PORT='" + user_port + "' is not a port number",
-                               "set MASTER_PORT to a number from 1024 to 65535, or unset it"};
-            }
-        unsigned long p = std::stoul(user_port);
-        if (p < 1 || p > 65535)
-            return Problem{"MASTER_PORT='" + user_port + "' is out of range",
-                           "set MASTER_PORT to a number from 1024 to 65535, or unset it"};
-        plan.master_port = static_cast<uint16_t>(p);
+        auto p = parse_user_port(user_port);
+        if (!p) return p.problem();
+        plan.master_port = *p;
         plan.why_port = "kept the user's MASTER_PORT";
     } else {
         plan.master_port = derive_port(site.ports, facts.job_id, facts.step_id);

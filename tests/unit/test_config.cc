@@ -46,6 +46,15 @@ static void port_ranges(void**) {
     }
 }
 
+static void user_ports(void**) {
+    assert_int_equal(*parse_user_port("29500"), 29500);
+    for (const char* v : {"", "0", "65536", "29a", "-1", " 80", "999999999999"}) {
+        auto p = parse_user_port(v);
+        if (p.ok()) fail_msg("'%s' should be refused", v);
+        assert_contains(p.problem().what, "MASTER_PORT='");
+    }
+}
+
 static void default_port_range_avoids_ephemeral_ports(void**) {
     PortRange r;
     assert_true(r.hi < 32768);  // Linux's default ip_local_port_range starts there
@@ -93,6 +102,7 @@ int main() {
         cmocka_unit_test(launch_modes),
         cmocka_unit_test(emulate_nodes),
         cmocka_unit_test(port_ranges),
+        cmocka_unit_test(user_ports),
         cmocka_unit_test(default_port_range_avoids_ephemeral_ports),
         cmocka_unit_test(site_config_defaults),
         cmocka_unit_test(site_config_values),
