@@ -29,8 +29,9 @@ bool item(spank_t sp, spank_item_t what, T& out) {
     return spank_get_item(sp, what, &out) == ESPANK_SUCCESS;
 }
 
-// For --mn-nccl-explain: the task's stderr is the user's terminal or output
-// file, and the line should read as ours, without slurmstepd's prefix.
+// For --mn-nccl-explain and fabric warnings: the task's stderr is the user's
+// terminal or output file, and the line should read as ours, without
+// slurmstepd's prefix.
 void tell_user(const std::string& text) {
     std::string line = text + "\n";
     ssize_t rc = write(STDERR_FILENO, line.data(), line.size());
@@ -48,6 +49,7 @@ int stepd_user_init(spank_t sp) {
         if (auto env = step_env(sp, "MN_NCCL")) {
             auto m = parse_mode(*env, "MN_NCCL");
             if (!m) {
+                s.active = true;  // the user asked for mn_nccl, wrongly: say so
                 s.deferred_error = message(m.problem().text());
                 return 0;
             }
@@ -91,7 +93,10 @@ int stepd_user_init(spank_t sp) {
 
 int stepd_task_init(spank_t sp) {
     PluginState& s = state();
-    if (!s.deferred_error.empty()) {
+    // Errors matter only to steps that asked for mn_nccl: an internal error
+    // in a step without the option (the batch script, say) is logged by the
+    // guard and must not fail it.
+    if (!s.deferred_error.empty() && (s.active || s.mode_given)) {
         // slurm_error from a task reaches the user's stderr; one line per
         // node is enough.
         int local_id = 0;
