@@ -32,7 +32,13 @@ std::string discover_text(const DiscoverReport& r) {
     }
     if (r.choice.ports.empty()) out += "  (no RDMA ports)\n";
     out += "fabric: " + r.choice.fabric + " (" + r.choice.why + ")\n";
+    out += "GPU to HCA locality (" + r.locality.note + "):\n";
+    for (const auto& g : r.locality.gpus)
+        out += "  " + pad(g.gpu.name, 6) + pad(g.gpu.busid, 13) +
+               (g.hca.empty() ? std::string("no HCA") : pad(g.hca, 8) + to_string(g.how)) + "\n";
+    if (r.locality.known && r.locality.gpus.empty()) out += "  (no GPUs)\n";
     for (const auto& w : r.choice.warnings) out += "warning: " + w + "\n";
+    for (const auto& w : r.locality.warnings) out += "warning: " + w + "\n";
     out += "would set:\n";
     for (const auto& [k, v] : r.env) out += "  " + k + "=" + v + "\n";
     return out;
@@ -59,9 +65,20 @@ std::string discover_json(const DiscoverReport& r) {
                ",\"chosen\":" + (v.chosen ? "true" : "false") + ",\"reason\":" + json_string(v.reason) + "}";
         first = false;
     }
-    out += "],\"warnings\":[";
+    out += "],\"locality\":{\"known\":" + std::string(r.locality.known ? "true" : "false") +
+           ",\"note\":" + json_string(r.locality.note) + ",\"gpus\":[";
     first = true;
-    for (const auto& w : r.choice.warnings) {
+    for (const auto& g : r.locality.gpus) {
+        out += std::string(first ? "" : ",") + "{\"gpu\":" + json_string(g.gpu.name) +
+               ",\"busid\":" + json_string(g.gpu.busid) + ",\"hca\":" + (g.hca.empty() ? "null" : json_string(g.hca)) +
+               ",\"nearness\":" + (g.hca.empty() ? "null" : json_string(to_string(g.how))) + "}";
+        first = false;
+    }
+    out += "]},\"warnings\":[";
+    first = true;
+    std::vector<std::string> warnings = r.choice.warnings;
+    warnings.insert(warnings.end(), r.locality.warnings.begin(), r.locality.warnings.end());
+    for (const auto& w : warnings) {
         out += (first ? "" : ",") + json_string(w);
         first = false;
     }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "lib/fabric.h"
+#include "lib/topology.h"
 
 namespace mn {
 
@@ -14,6 +15,7 @@ struct DiscoverReport {
     Mode mode = Mode::Auto;
     FabricChoice choice;
     std::vector<std::pair<std::string, std::string>> env;  // everything that would be set
+    LocalityReport locality;
 };
 
 std::string discover_text(const DiscoverReport& r);

@@ -12,6 +12,7 @@
 #include "helper/discover.h"
 #include "lib/netprobe.h"
 #include "lib/step_plan.h"
+#include "lib/verbs.h"
 
 namespace {
 
@@ -65,12 +66,13 @@ int discover(const std::vector<std::string>& args) {
     };
     r.host = host_name();
     r.sysfs_root = !root.empty() ? root : mn::sysfs_root(env, mn::SiteConfig{});
-    auto choice = mn::choose_fabric(mn::read_sysfs_ports(r.sysfs_root), r.mode);
+    auto choice = mn::choose_fabric(mn::discover_ports(r.sysfs_root), r.mode);
     if (!choice) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", r.host.c_str(), choice.problem().text().c_str());
         return 1;
     }
     r.choice = *choice;
+    r.locality = mn::gpu_locality(r.sysfs_root, r.choice);
     // Under srun --mn-nccl the socket interface is the one towards MASTER_ADDR.
     if (auto master = env("MASTER_ADDR")) {
         if (auto addr = mn::Ipv4::parse(*master)) {

@@ -186,7 +186,7 @@ std::string explain_line(const StepPlan& plan, const std::string& hostname) {
            "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
            "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
            std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
-           " (" + plan.why_ifname + ")" + fabric;
+           " (" + plan.why_ifname + ")" + fabric + (plan.locality.empty() ? "" : "; locality: " + plan.locality);
 }
 
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {

@@ -61,6 +61,8 @@ struct StepPlan {
     std::string why_addr, why_port, why_ifname, why_launch;
     // NCCL's network (NCCL_IB_HCA, NCCL_IB_GID_INDEX or NCCL_IB_DISABLE).
     FabricChoice fabric;
+    // GPU to HCA locality, loaded (through hwloc) only for --mn-nccl-explain.
+    std::string locality;
 };
 
 // Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's

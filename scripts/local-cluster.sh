@@ -81,7 +81,8 @@ EOF
 AutoDetect=off
 Name=gpu File=$DIR/gpu/nvidia[0-3]
 EOF
-  [ -f "$DIR/plugstack.conf" ] || write_plugstack required
+  # A plugstack.conf from another checkout would load a stale plugin.
+  grep -qF "$PLUGIN" "$DIR/plugstack.conf" 2>/dev/null || write_plugstack required
   # One hosts file per node: its own name on 127.0.1.1 (when asked), the
   # others on their real addresses, as on a Debian cluster.
   for ((i = 0; i < NODES; i++)); do

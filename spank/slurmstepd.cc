@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/topology.h"
+#include "lib/verbs.h"
 #include "plugin_state.h"
 
 namespace mn::spank {
@@ -81,12 +83,19 @@ int stepd_user_init(spank_t sp) {
         s.deferred_error = message(plan.problem().text());
         return 0;
     }
-    auto fabric = choose_fabric(read_sysfs_ports(sysfs_root(env, s.site.config)), s.choice.mode);
+    auto fabric = choose_fabric(discover_ports(sysfs_root(env, s.site.config)), s.choice.mode);
     if (!fabric) {
         s.deferred_error = message(fabric.problem().text());
         return 0;
     }
     plan.value().fabric = std::move(fabric.value());
+    // hwloc's topology load costs milliseconds: only when the user asked to
+    // see the choice, once per node and step.
+    if (s.choice.explain) {
+        const LocalityReport l = gpu_locality(sysfs_root(env, s.site.config), plan.value().fabric);
+        plan.value().locality = l.known ? locality_summary(l.gpus) : l.note;
+        for (const auto& w : l.warnings) plan.value().fabric.warnings.push_back(w);
+    }
     s.plan = std::move(plan.value());
     return 0;
 }
