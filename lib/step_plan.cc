@@ -47,18 +47,42 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
     if (!per_node) return per_node.problem();
     plan.tasks_per_node = *per_node;
 
+    const unsigned k = choice.emulate == 0 ? 1 : choice.emulate;
+    plan.emulate = k;
     plan.launch = resolve_launch(choice.launch, facts);
     if (choice.launch != LaunchMode::Detect) {
         plan.why_launch = std::string("--mn-nccl-launch=") + to_string(choice.launch);
+    } else if (k > 1) {
+        // K tasks per node fit both modes, so the command decides.
+        plan.launch = is_node_launcher(facts.argv) ? LaunchMode::Node : LaunchMode::Task;
+        plan.why_launch = plan.launch == LaunchMode::Node ? "a launcher per emulated node" : "tasks per GPU";
     } else {
         plan.why_launch = plan.launch == LaunchMode::Node ? "one task on every node" : "several tasks on a node";
     }
-    if (plan.launch == LaunchMode::Node && facts.total_tasks != facts.nnodes)
+    const std::string emu = "--mn-emulate-nodes=" + std::to_string(k);
+    if (k > 1) {
+        for (std::size_t i = 0; i < plan.tasks_per_node.size(); ++i) {
+            const uint32_t n = plan.tasks_per_node[i];
+            if (plan.launch == LaunchMode::Node && n != k)
+                return Problem{emu + " with a launcher per emulated node needs " + std::to_string(k) +
+                                   " tasks on every node; node " + std::to_string(i) + " of the step runs " +
+                                   std::to_string(n),
+                               "run it with srun --ntasks-per-node=" + std::to_string(k) + " --ntasks=" +
+                                   std::to_string(k * facts.nnodes)};
+            if (plan.launch == LaunchMode::Task && n % k != 0)
+                return Problem{emu + " splits each node's tasks into " + std::to_string(k) +
+                                   " equal groups; node " + std::to_string(i) + " of the step runs " +
+                                   std::to_string(n) + " tasks",
+                               "use --ntasks-per-node=" + std::to_string((n / k + 1) * k) + " (a multiple of " +
+                                   std::to_string(k) + ")" + (n >= k ? " or " + std::to_string(n / k * k) : "")};
+        }
+    } else if (plan.launch == LaunchMode::Node && facts.total_tasks != facts.nnodes) {
         return Problem{"--mn-nccl-launch=node needs exactly one task per node, the step has " +
                            std::to_string(facts.total_tasks) + " tasks on " + std::to_string(facts.nnodes) +
                            " nodes",
                        "add --ntasks-per-node=1, or use --mn-nccl-launch=task"};
-    if (auto p = launcher_count_problem(facts.argv, choice.launch, facts.nnodes, facts.total_tasks)) return *p;
+    }
+    if (auto p = launcher_count_problem(facts.argv, choice.launch, facts.nnodes * k, facts.total_tasks)) return *p;
 
     if (facts.nodelist.empty())
         return Problem{"SLURM_STEP_NODELIST is not in the step's environment",
@@ -70,6 +94,7 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
                            " hosts, the step has " + std::to_string(facts.nnodes) + " nodes",
                        "this comes from Slurm; report it with the Slurm version"};
     plan.node0 = (*hosts)[0];
+    plan.host = (*hosts)[facts.node_id];
 
     const bool keep_user = !site.force;
     std::vector<Interface> ifs = net.interfaces();
@@ -141,28 +166,58 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
     return plan;
 }
 
+std::vector<std::string> split_gpu_list(const std::string& cuda_visible) {
+    std::vector<std::string> out;
+    if (cuda_visible.empty() || cuda_visible == "NoDevFiles") return out;
+    std::size_t start = 0;
+    while (start <= cuda_visible.size()) {
+        std::size_t comma = cuda_visible.find(',', start);
+        if (comma == std::string::npos) comma = cuda_visible.size();
+        if (comma > start) out.push_back(cuda_visible.substr(start, comma - start));
+        start = comma + 1;
+    }
+    return out;
+}
+
+std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task) {
+    const unsigned k = plan.emulate;
+    if (k <= 1 || task.gpus % k == 0) return std::nullopt;
+    return Problem{"--mn-emulate-nodes=" + std::to_string(k) + " gives each emulated node an equal share of the "
+                       "node's GPUs, but the step has " + std::to_string(task.gpus) + " GPUs on " + plan.host,
+                   "ask for a multiple of " + std::to_string(k) + " GPUs per node (e.g. --gres=gpu:" +
+                       std::to_string(task.gpus < k ? k : task.gpus / k * k) + ")"};
+}
+
 std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task) {
     const StepFacts& f = plan.facts;
     const std::string port = std::to_string(plan.master_port);
+    const unsigned k = plan.emulate == 0 ? 1 : plan.emulate;
+    // Which emulated node this task belongs to, and its place in it. Without
+    // emulation: group 0 of 1, i.e. the real node.
+    const uint32_t per_group = plan.launch == LaunchMode::Task ? f.local_tasks / k : 1;
+    const uint32_t group = per_group ? task.local_id / per_group : 0;
+    const uint32_t nnodes = f.nnodes * k;
+    const uint32_t node_rank = f.node_id * k + group;
+    const uint32_t gpus = task.gpus / k;
     std::vector<EnvVar> env;
     auto put = [&](const char* name, std::string value) { env.push_back({name, std::move(value)}); };
     put("MASTER_ADDR", plan.master_addr);
     put("MASTER_PORT", port);
-    put("NNODES", std::to_string(f.nnodes));
-    put("NODE_RANK", std::to_string(f.node_id));
+    put("NNODES", std::to_string(nnodes));
+    put("NODE_RANK", std::to_string(node_rank));
     if (plan.launch == LaunchMode::Task) {
         put("RANK", std::to_string(task.global_id));
-        put("LOCAL_RANK", std::to_string(task.local_id));
+        put("LOCAL_RANK", std::to_string(task.local_id % (per_group ? per_group : 1)));
         put("WORLD_SIZE", std::to_string(f.total_tasks));
-        put("LOCAL_WORLD_SIZE", std::to_string(f.local_tasks));
+        put("LOCAL_WORLD_SIZE", std::to_string(per_group));
     } else {
         // torchrun reads PET_<FLAG> for each of its flags.
-        const std::string nproc = std::to_string(task.gpus == 0 ? 1 : task.gpus);
+        const std::string nproc = std::to_string(gpus == 0 ? 1 : gpus);
         put("GPUS_PER_NODE", nproc);
         put("NPROC_PER_NODE", nproc);
-        put("PET_NNODES", std::to_string(f.nnodes));
+        put("PET_NNODES", std::to_string(nnodes));
         put("PET_NPROC_PER_NODE", nproc);
-        put("PET_NODE_RANK", std::to_string(f.node_id));
+        put("PET_NODE_RANK", std::to_string(node_rank));
         put("PET_MASTER_ADDR", plan.master_addr);
         put("PET_MASTER_PORT", port);
         put("PET_RDZV_ID", plan.rdzv);
@@ -171,6 +226,19 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
     put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
     put("GLOO_SOCKET_IFNAME", plan.ifname);
     for (const auto& [name, value] : plan.fabric.env) env.push_back({name, value});
+    if (k > 1) {
+        // A contiguous share of the GPUs Slurm gave, as physical indices:
+        // with gpu:4 and K=2, 0,1 and 2,3.
+        if (gpus > 0 && task.gpu_list.size() == task.gpus) {
+            std::string share;
+            for (uint32_t i = group * gpus; i < (group + 1) * gpus; ++i)
+                share += (share.empty() ? "" : ",") + task.gpu_list[i];
+            env.push_back({"CUDA_VISIBLE_DEVICES", share, true});
+        }
+        // NCCL treats ranks with different host ids as different hosts, so
+        // traffic between emulated nodes takes its network transport.
+        env.push_back({"NCCL_HOSTID", plan.host + "-emu" + std::to_string(group), true});
+    }
     return env;
 }
 
@@ -182,8 +250,10 @@ std::string explain_line(const StepPlan& plan, const std::string& hostname) {
         for (const auto& [name, value] : plan.fabric.env) fabric += " " + name + "=" + value;
         fabric += " (" + plan.fabric.why + ")";
     }
+    const std::string emulated =
+        plan.emulate > 1 ? ", split into " + std::to_string(plan.emulate) + " emulated nodes" : "";
     return "mn_nccl: " + hostname + " (node " + std::to_string(f.node_id) + " of " + std::to_string(f.nnodes) +
-           "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
+           emulated + "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
            "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
            std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
            " (" + plan.why_ifname + ")" + fabric + (plan.locality.empty() ? "" : "; locality: " + plan.locality);

@@ -22,6 +22,7 @@ struct UserChoice {
     Mode mode = Mode::Off;
     LaunchMode launch = LaunchMode::Detect;
     bool explain = false;
+    unsigned emulate = 1;  // --mn-emulate-nodes=K: K emulated nodes per real node
 };
 
 // Looks a variable up in the step's environment.
@@ -53,6 +54,8 @@ struct StepPlan {
     StepFacts facts;
     std::vector<uint32_t> tasks_per_node;
     std::string node0;
+    std::string host;  // this node's name in SLURM_STEP_NODELIST
+    unsigned emulate = 1;
     std::string master_addr;
     uint16_t master_port = 0;
     std::string rdzv;
@@ -76,12 +79,24 @@ struct TaskFacts {
     uint32_t local_id = 0;
     uint32_t global_id = 0;
     uint32_t gpus = 0;  // the step's GPUs on this node (count_gpus)
+    // The GPU indices Slurm gave the task (CUDA_VISIBLE_DEVICES), which
+    // emulation splits between the emulated nodes.
+    std::vector<std::string> gpu_list;
 };
 
 struct EnvVar {
     std::string name;
     std::string value;
+    // Replace what is there even without force: Slurm's CUDA_VISIBLE_DEVICES
+    // must become the emulated node's share.
+    bool replace = false;
 };
+
+// Under --mn-emulate-nodes=K: the node's GPUs must split evenly K ways.
+std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task);
+
+// "0,1,2,3" -> {"0","1","2","3"}; "" and Slurm's "NoDevFiles" -> {}.
+std::vector<std::string> split_gpu_list(const std::string& cuda_visible);
 
 // The variables a task gets, in a stable order. Whether a variable the user
 // already set is kept is the caller's business (overwrite = plan.force).

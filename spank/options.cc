@@ -9,7 +9,7 @@
 namespace mn::spank {
 namespace {
 
-enum OptionId { kMode = 1, kLaunch, kExplain };
+enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate };
 
 int refuse(int remote, const Problem& p) {
     const std::string text = message(p.text());
@@ -42,6 +42,12 @@ int on_option(int id, const char* optarg, int remote) {
             case kExplain:
                 s.choice.explain = true;
                 return 0;
+            case kEmulate: {
+                auto k = parse_emulate_nodes(value, "--mn-emulate-nodes");
+                if (!k) return refuse(remote, k.problem());
+                s.choice.emulate = *k;
+                return 0;
+            }
         }
         return 0;
     } catch (...) {
@@ -62,6 +68,10 @@ struct spank_option kOptions[] = {
     {const_cast<char*>("mn-nccl-explain"), nullptr,
      const_cast<char*>("Each node prints one line with the values mn_nccl chose and why."), 0, kExplain,
      on_option},
+    {const_cast<char*>("mn-emulate-nodes"), const_cast<char*>("K"),
+     const_cast<char*>("Split each node into K emulated nodes (tasks, GPUs, NCCL_HOSTID), to test multi-node "
+                       "code on one node."),
+     1, kEmulate, on_option},
 };
 
 }  // namespace

@@ -127,8 +127,14 @@ int stepd_task_init(spank_t sp) {
                         step_env(sp, "CUDA_VISIBLE_DEVICES").value_or(""),
                         step_env(sp, "SLURM_GPUS_ON_NODE").value_or(""));
 
+    t.gpu_list = split_gpu_list(step_env(sp, "CUDA_VISIBLE_DEVICES").value_or(""));
+    if (auto p = emulation_problem(*s.plan, t)) {
+        if (t.local_id == 0) slurm_error("%s", message(p->text()).c_str());
+        return -1;
+    }
+
     for (const EnvVar& v : task_environment(*s.plan, t)) {
-        if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), s.plan->force ? 1 : 0) != ESPANK_SUCCESS &&
+        if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), s.plan->force || v.replace ? 1 : 0) != ESPANK_SUCCESS &&
             !step_env(sp, v.name)) {
             slurm_error("%s", message("could not set " + v.name + " in the task's environment").c_str());
             return -1;

@@ -19,6 +19,12 @@ int srun_init_post_opt(spank_t) {
             s.choice.mode = *m;
         }
     }
+    if (s.choice.mode == Mode::Off && s.choice.emulate > 1) {
+        // Emulation without the plugin's variables would run K times the
+        // same ranks: refuse rather than run something silently wrong.
+        slurm_error("%s", message("--mn-emulate-nodes needs mn_nccl on; add --mn-nccl=auto (or MN_NCCL=auto)").c_str());
+        return -1;
+    }
     if (s.choice.mode == Mode::Off && (s.choice.launch != LaunchMode::Detect || s.choice.explain))
         slurm_error("%s", message("--mn-nccl-launch and --mn-nccl-explain do nothing while mn_nccl is off; "
                                   "add --mn-nccl=auto (or MN_NCCL=auto)")

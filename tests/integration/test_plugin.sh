@@ -282,10 +282,58 @@ t_locality() {
   pass "$name"
 }
 
+t_emulate_task_env() {
+  local name="--mn-emulate-nodes=2, task mode: one node with 4 GPUs becomes 2 nodes of 2 tasks and 2 GPUs each"
+  run srun -N1 -n4 -w node1 --gres=gpu:4 --mn-nccl --mn-emulate-nodes=2 bash -c "$ENV_DUMP"
+  local got; got=$(lines '^TASK ' | while read -r l; do
+    echo "$(field RANK "$l")/$(field NODE_RANK "$l")/$(field LOCAL_RANK "$l")/$(field LOCAL_WORLD_SIZE "$l")/$(field NNODES "$l")/$(field CUDA_VISIBLE_DEVICES "$l")/$(field NCCL_HOSTID "$l")"
+  done | sort | paste -sd' ')
+  [ $RC -eq 0 ] && [ "$got" = "0/0/0/2/2/0,1/node1-emu0 1/0/1/2/2/0,1/node1-emu0 2/1/0/2/2/2,3/node1-emu1 3/1/1/2/2/2,3/node1-emu1" ] &&
+    [ "$(distinct MASTER_ADDR)" = 10.250.0.11 ] && [ "$(distinct WORLD_SIZE)" = 4 ] ||
+    { fail "$name" "rc=$RC got=$got"; return; }
+  pass "$name"
+}
+
+t_emulate_gloo() {
+  local name="--mn-emulate-nodes=2: real gloo all-reduce across emulated nodes (1 node x 2, and 2 nodes x 2)"
+  run srun -N1 -n4 --mn-nccl --mn-emulate-nodes=2 $PY "$ALLREDUCE"
+  local one; one=$(count 'ALLREDUCE .*world=4 .*node_rank=[01] .*ok=1')
+  run srun -N2 --ntasks-per-node=2 --mn-nccl --mn-emulate-nodes=2 $PY "$ALLREDUCE"
+  local two; two=$(count 'ALLREDUCE .*world=4 .*node_rank=[0-3] .*ok=1')
+  local ranks; ranks=$(lines '^ALLREDUCE' | sed -n 's/.*node_rank=\([0-9]\).*/\1/p' | sort -u | paste -sd,)
+  [ "$one" = 4 ] && [ "$two" = 4 ] && [ "$ranks" = "0,1,2,3" ] && [ $RC -eq 0 ] ||
+    { fail "$name" "one=$one two=$two ranks=$ranks rc=$RC"; return; }
+  pass "$name"
+}
+
+t_emulate_torchrun() {
+  local name="--mn-emulate-nodes=2, node mode: 2 torchrun launchers on one node, 2 GPUs each, 4 ranks"
+  run srun -N1 --ntasks-per-node=2 --gres=gpu:4 --mn-nccl --mn-emulate-nodes=2 torchrun "$ALLREDUCE"
+  [ $RC -eq 0 ] && [ "$(count 'ALLREDUCE .*world=4 .*ok=1')" = 4 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_emulate_bad() {
+  local name="--mn-emulate-nodes: K=0, no --mn-nccl, 3 tasks or 3 GPUs for K=2: refused, what would divide named"
+  rm -f "$OUT/launched"
+  run srun -N1 --mn-nccl --mn-emulate-nodes=0 touch "$OUT/launched"
+  local k0=$RC; has "--mn-emulate-nodes='0' is not valid; give a whole number K >= 1" || k0=ok
+  run srun -N1 --mn-emulate-nodes=2 touch "$OUT/launched"
+  local off=$RC; has "--mn-emulate-nodes needs mn_nccl on; add --mn-nccl=auto" || off=ok
+  run srun -N1 -n3 --mn-nccl --mn-emulate-nodes=2 touch "$OUT/launched"
+  local tasks=$RC; has "node 0 of the step runs 3 tasks; use --ntasks-per-node=4 \(a multiple of 2\) or 2" || tasks=ok
+  run srun -N1 -n2 --gres=gpu:3 --mn-nccl --mn-emulate-nodes=2 touch "$OUT/launched"
+  local gpus=$RC; has "the step has 3 GPUs on node0; ask for a multiple of 2 GPUs per node \(e.g. --gres=gpu:2\)" || gpus=ok
+  [ "$k0" != 0 ] && [ "$k0" != ok ] && [ "$off" != 0 ] && [ "$off" != ok ] && [ "$tasks" != 0 ] && [ "$tasks" != ok ] &&
+    [ "$gpus" != 0 ] && [ "$gpus" != ok ] && [ ! -e "$OUT/launched" ] ||
+    { fail "$name" "k0=$k0 off=$off tasks=$tasks gpus=$gpus launched=$([ -e "$OUT/launched" ] && echo yes)"; return; }
+  pass "$name"
+}
+
 t_help() {
   local name="srun --help lists the options"
   run srun --help
-  has "--mn-nccl=\[MODE\]" && has "--mn-nccl-launch=task\|node" && has "--mn-nccl-explain" || { fail "$name"; return; }
+  has "--mn-nccl=\[MODE\]" && has "--mn-nccl-launch=task\|node" && has "--mn-nccl-explain" && has "--mn-emulate-nodes=K" || { fail "$name"; return; }
   pass "$name"
 }
 

@@ -62,8 +62,25 @@ static std::vector<std::vector<uint32_t>> global_ids(const std::vector<uint32_t>
     return ids;
 }
 
+static StepFacts facts_for(const std::vector<uint32_t>& per_node, uint32_t node) {
+    const uint32_t n = static_cast<uint32_t>(per_node.size());
+    uint32_t total = 0;
+    for (auto t : per_node) total += t;
+    StepFacts f;
+    f.job_id = 4242;
+    f.step_id = 1;
+    f.nnodes = n;
+    f.node_id = node;
+    f.local_tasks = per_node[node];
+    f.total_tasks = total;
+    f.nodelist = "node[0-" + std::to_string(n - 1) + "]";
+    f.tasks_per_node = tpn_string(per_node);
+    return f;
+}
+
 static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, UserChoice choice,
-                                 const Env& user_env = {}) {
+                                 const Env& user_env = {}, const std::vector<std::string>& argv = {},
+                                 const std::vector<std::string>& gpu_list = {}) {
     const uint32_t n = static_cast<uint32_t>(per_node.size());
     uint32_t total = 0;
     for (auto t : per_node) total += t;
@@ -79,6 +96,7 @@ static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, 
         f.total_tasks = total;
         f.nodelist = "node[0-" + std::to_string(n - 1) + "]";
         f.tasks_per_node = tpn_string(per_node);
+        f.argv = argv;
         FakeNetwork net = node_view(node, n);
         EnvLookup env = [&](const std::string& k) -> std::optional<std::string> {
             auto it = user_env.find(k);
@@ -88,8 +106,11 @@ static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, 
         auto plan = plan_step(f, choice, SiteConfig{}, env, net);
         if (!plan) fail_msg("node %u: %s", node, plan.problem().text().c_str());
         plan.value().fabric = *choose_fabric({}, choice.mode);  // a node without RDMA
-        for (uint32_t t = 0; t < per_node[node]; ++t)
-            out.push_back(as_map(task_environment(*plan, TaskFacts{t, ids[node][t], 4})));
+        for (uint32_t t = 0; t < per_node[node]; ++t) {
+            TaskFacts tf{t, ids[node][t], gpu_list.empty() ? 4u : static_cast<uint32_t>(gpu_list.size()), gpu_list};
+            if (auto p = emulation_problem(*plan, tf)) fail_msg("node %u: %s", node, p->text().c_str());
+            out.push_back(as_map(task_environment(*plan, tf)));
+        }
     }
     return out;
 }
@@ -281,6 +302,110 @@ static void explain_names_each_choice(void**) {
     assert_contains(line, "NCCL_SOCKET_IFNAME==eth0");
 }
 
+static void emulate_task_mode_splits_each_node(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.emulate = 2;
+    // 2 real nodes x 4 tasks, 4 GPUs each -> 4 emulated nodes of 2 tasks, 2 GPUs.
+    auto envs = run_step({4, 4}, Dist::Block, c, {}, {"python3", "train.py"}, {"0", "1", "2", "3"});
+    assert_int_equal(envs.size(), 8);
+    const char* node_rank[] = {"0", "0", "1", "1", "2", "2", "3", "3"};
+    const char* local_rank[] = {"0", "1", "0", "1", "0", "1", "0", "1"};
+    const char* cvd[] = {"0,1", "0,1", "2,3", "2,3", "0,1", "0,1", "2,3", "2,3"};
+    for (int i = 0; i < 8; ++i) {
+        assert_str(envs[i]["RANK"], std::to_string(i));
+        assert_str(envs[i]["WORLD_SIZE"], "8");
+        assert_str(envs[i]["NNODES"], "4");
+        assert_str(envs[i]["NODE_RANK"], node_rank[i]);
+        assert_str(envs[i]["LOCAL_RANK"], local_rank[i]);
+        assert_str(envs[i]["LOCAL_WORLD_SIZE"], "2");
+        assert_str(envs[i]["CUDA_VISIBLE_DEVICES"], cvd[i]);
+        assert_str(envs[i]["MASTER_ADDR"], "10.0.0.10");  // real node 0 stays the master
+    }
+    assert_str(envs[0]["NCCL_HOSTID"], "node0-emu0");
+    assert_str(envs[2]["NCCL_HOSTID"], "node0-emu1");
+    assert_str(envs[7]["NCCL_HOSTID"], "node1-emu1");
+    assert_str(envs[0]["NCCL_SOCKET_IFNAME"], "=eth0");
+}
+
+static void emulate_node_mode_one_launcher_per_emulated_node(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.emulate = 2;
+    auto envs = run_step({2}, Dist::Block, c, {}, {"torchrun", "train.py"}, {"4", "5", "6", "7"});
+    assert_int_equal(envs.size(), 2);
+    for (int i = 0; i < 2; ++i) {
+        assert_str(envs[i]["PET_NNODES"], "2");
+        assert_str(envs[i]["PET_NODE_RANK"], std::to_string(i));
+        assert_str(envs[i]["NODE_RANK"], std::to_string(i));
+        assert_str(envs[i]["PET_NPROC_PER_NODE"], "2");
+        assert_str(envs[i]["GPUS_PER_NODE"], "2");
+        assert_false(envs[i].count("RANK"));
+    }
+    // Physical indices as Slurm gave them, split contiguously.
+    assert_str(envs[0]["CUDA_VISIBLE_DEVICES"], "4,5");
+    assert_str(envs[1]["CUDA_VISIBLE_DEVICES"], "6,7");
+    assert_str(envs[1]["NCCL_HOSTID"], "node0-emu1");
+}
+
+static void emulate_without_gpus_splits_tasks_only(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.emulate = 3;
+    StepFacts f = facts_for({6}, 0);
+    FakeNetwork net = node_view(0, 1);
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, net);
+    assert_true(plan.ok());
+    TaskFacts t{5, 5, 0, {}};
+    assert_false(emulation_problem(*plan, t).has_value());
+    auto e = as_map(task_environment(*plan, t));
+    assert_str(e["NODE_RANK"], "2");
+    assert_str(e["LOCAL_RANK"], "1");
+    assert_str(e["LOCAL_WORLD_SIZE"], "2");
+    assert_false(e.count("CUDA_VISIBLE_DEVICES"));
+    assert_str(e["NCCL_HOSTID"], "node0-emu2");
+}
+
+static void emulate_refuses_what_does_not_divide(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.emulate = 2;
+    FakeNetwork net = node_view(0, 1);
+    auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    // 3 tasks cannot split in 2.
+    auto p = plan_step(facts_for({3}, 0), c, SiteConfig{}, none, net);
+    assert_false(p.ok());
+    assert_contains(p.problem().text(), "--mn-emulate-nodes=2 splits each node's tasks into 2 equal groups");
+    assert_contains(p.problem().text(), "node 0 of the step runs 3 tasks");
+    assert_contains(p.problem().text(), "--ntasks-per-node=4 (a multiple of 2) or 2");
+    // torchrun needs exactly K launchers per node.
+    StepFacts f = facts_for({1}, 0);
+    f.argv = {"torchrun", "t.py"};
+    p = plan_step(f, c, SiteConfig{}, none, net);
+    assert_false(p.ok());
+    assert_contains(p.problem().text(), "needs 2 tasks on every node");
+    assert_contains(p.problem().text(), "srun --ntasks-per-node=2 --ntasks=2");
+    // 3 GPUs cannot split in 2.
+    auto ok = plan_step(facts_for({2}, 0), c, SiteConfig{}, none, net);
+    assert_true(ok.ok());
+    auto g = emulation_problem(*ok, TaskFacts{0, 0, 3, {"0", "1", "2"}});
+    assert_true(g.has_value());
+    assert_contains(g->text(), "the step has 3 GPUs on node0");
+    assert_contains(g->text(), "--gres=gpu:2");
+    // K = 1 is no emulation: no NCCL_HOSTID.
+    c.emulate = 1;
+    auto plain = plan_step(facts_for({2}, 0), c, SiteConfig{}, none, net);
+    assert_false(as_map(task_environment(*plain, TaskFacts{0, 0, 4, {"0", "1", "2", "3"}})).count("NCCL_HOSTID"));
+}
+
+static void gpu_lists(void**) {
+    assert_int_equal(split_gpu_list("0,1,2,3").size(), 4);
+    assert_str(split_gpu_list("2,3")[1], "3");
+    assert_int_equal(split_gpu_list("NoDevFiles").size(), 0);
+    assert_int_equal(split_gpu_list("").size(), 0);
+    assert_int_equal(split_gpu_list("0,,1").size(), 2);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(block_distribution),
@@ -298,6 +423,11 @@ int main() {
         cmocka_unit_test(fabric_variables_reach_every_task),
         cmocka_unit_test(sysfs_root_choice),
         cmocka_unit_test(explain_names_each_choice),
+        cmocka_unit_test(emulate_task_mode_splits_each_node),
+        cmocka_unit_test(emulate_node_mode_one_launcher_per_emulated_node),
+        cmocka_unit_test(emulate_without_gpus_splits_tasks_only),
+        cmocka_unit_test(emulate_refuses_what_does_not_divide),
+        cmocka_unit_test(gpu_lists),
     };
     return cmocka_run_group_tests_name("step_plan", tests, nullptr, nullptr);
 }
