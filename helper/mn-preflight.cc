@@ -1,7 +1,8 @@
 // mn-preflight: the srun-side helper of mn-nccl. Exit codes: 0 pass,
-// 1 check failed, 2 usage or configuration error.
+// 1 check failed, 2 usage or configuration error, 3 time-out.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "config.h"
+#include "helper/check.h"
 #include "helper/discover.h"
 #include "lib/netprobe.h"
 #include "lib/step_plan.h"
@@ -17,16 +19,31 @@
 namespace {
 
 const char kUsage[] =
-    "usage: mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
+    "usage: srun --mn-nccl=auto mn-preflight [check] [--cpu | --gpu] [--timeout S] [--min-busbw GBPS]\n"
+    "                                        [--size BYTES] [--iters N] [--no-pairs] [--mode MODE] [--json]\n"
+    "       mn-preflight --prolog [--reason-file PATH] [--timeout S] [--mode MODE] [--json]\n"
+    "       mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
     "       mn-preflight --help | --version\n"
     "\n"
-    "discover   show this node's RDMA ports, which ones mn_nccl would choose and why,\n"
-    "           and the NCCL variables it would set (run it in a task: srun mn-preflight discover)\n"
-    "  --mode MODE       auto (default), ib, roce or socket, as --mn-nccl=MODE\n"
-    "  --json            one JSON object: host, mode, fabric, env, ports[], warnings[]\n"
+    "check (default)  every task of the step is a rank: an all-reduce across all of them with a\n"
+    "                 correctness check (NCCL on GPUs, else a TCP ring on the socket interface),\n"
+    "                 fabric consistency between nodes, and pair tests that name a slow node.\n"
+    "                 Rank 0 prints a table and PASS or FAIL; every rank exits with the verdict.\n"
+    "  --cpu | --gpu     force the path (default: GPU when every rank has CUDA, NCCL and a GPU)\n"
+    "  --timeout S       the whole check's budget, at most 600 (default 60); never hangs past it\n"
+    "  --min-busbw GBPS  fail below this all-reduce busbw; name nodes whose pairs run below it\n"
+    "  --size BYTES      all-reduce size, K/M/G suffixes (default 64M on GPUs, 4M on CPUs)\n"
+    "  --iters N         timed iterations (default 20 on GPUs, 5 on CPUs)\n"
+    "  --no-pairs        skip the pair tests\n"
+    "  --mode MODE       the fabric class expected: auto (default), ib, roce, socket\n"
+    "  --json            one JSON object instead of the table\n"
+    "--prolog         this node alone, for a Slurm prolog: RDMA ports usable, every GPU takes an\n"
+    "                 allocation and a copy, an NCCL all-reduce across its GPUs (default --timeout 10)\n"
+    "  --reason-file PATH  on failure also write the one-line reason there (for a drain reason)\n"
+    "discover         this node's RDMA ports, GPU to HCA locality, what mn_nccl would choose and why\n"
     "  --sysfs-root DIR  read DIR/class/... instead of /sys/class/... (also MN_NCCL_SYSFS_ROOT)\n"
     "\n"
-    "exit: 0 ok, 1 the forced fabric class is missing on this node, 2 usage error\n";
+    "exit: 0 pass, 1 check failed, 2 usage or configuration error, 3 time-out\n";
 
 int usage_error(const std::string& msg) {
     std::fprintf(stderr, "mn-preflight: %s\n%s", msg.c_str(), kUsage);
@@ -36,6 +53,97 @@ int usage_error(const std::string& msg) {
 std::string host_name() {
     char buf[256] = {0};
     return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
+}
+
+// "64M" -> 67108864; 0 when not a size.
+std::size_t parse_size(const std::string& v) {
+    if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return 0;
+    char* endp = nullptr;
+    unsigned long long n = std::strtoull(v.c_str(), &endp, 10);
+    std::string unit = endp;
+    if (unit == "K" || unit == "k") n <<= 10;
+    else if (unit == "M" || unit == "m") n <<= 20;
+    else if (unit == "G" || unit == "g") n <<= 30;
+    else if (!unit.empty()) return 0;
+    return static_cast<std::size_t>(n);
+}
+
+bool parse_seconds(const std::string& v, double& out) {
+    char* endp = nullptr;
+    out = std::strtod(v.c_str(), &endp);
+    return !v.empty() && *endp == '\0' && out > 0 && out <= 600;
+}
+
+int check(const std::vector<std::string>& args) {
+    mn::CheckOptions o;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&](std::string& v) {
+            if (i + 1 >= args.size()) return false;
+            v = args[++i];
+            return true;
+        };
+        std::string v;
+        if (a == "--cpu") o.path = "cpu";
+        else if (a == "--gpu") o.path = "gpu";
+        else if (a == "--json") o.json = true;
+        else if (a == "--no-pairs") o.pairs = false;
+        else if (a == "--timeout") {
+            if (!value(v) || !parse_seconds(v, o.timeout))
+                return usage_error("--timeout needs seconds, more than 0 and at most 600 (got '" + v + "')");
+        } else if (a == "--min-busbw") {
+            double b = 0;
+            char* endp = nullptr;
+            if (value(v)) b = std::strtod(v.c_str(), &endp);
+            if (v.empty() || !endp || *endp != '\0' || !(b > 0))
+                return usage_error("--min-busbw needs a bandwidth in GB/s above 0, e.g. --min-busbw 300 (got '" + v + "')");
+            o.min_busbw = b;
+        } else if (a == "--size") {
+            if (!value(v) || (o.bytes = parse_size(v)) < 4096 || o.bytes > (std::size_t(8) << 30))
+                return usage_error("--size needs 4K to 8G, e.g. --size 64M (got '" + v + "')");
+            o.bytes -= o.bytes % 4;
+        } else if (a == "--iters") {
+            char* endp = nullptr;
+            long n = value(v) ? std::strtol(v.c_str(), &endp, 10) : 0;
+            if (v.empty() || *endp != '\0' || n < 1 || n > 10000)
+                return usage_error("--iters needs a whole number from 1 to 10000 (got '" + v + "')");
+            o.iters = static_cast<int>(n);
+        } else if (a == "--mode") {
+            if (!value(v)) return usage_error("--mode needs a value");
+            auto m = mn::parse_mode(v, "--mode");
+            if (!m || *m == mn::Mode::Off) return usage_error(m ? "--mode off has nothing to check" : m.problem().text());
+            o.mode = *m;
+        } else {
+            return usage_error("unknown argument '" + a + "'");
+        }
+    }
+    return mn::run_check(o);
+}
+
+int prolog(const std::vector<std::string>& args) {
+    mn::PrologOptions o;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--json") {
+            o.json = true;
+        } else if (a == "--reason-file" || a == "--timeout" || a == "--mode") {
+            if (i + 1 >= args.size()) return usage_error(a + " needs a value");
+            const std::string v = args[++i];
+            if (a == "--reason-file") {
+                o.reason_file = v;
+            } else if (a == "--timeout") {
+                if (!parse_seconds(v, o.timeout))
+                    return usage_error("--timeout needs seconds, more than 0 and at most 600 (got '" + v + "')");
+            } else {
+                auto m = mn::parse_mode(v, "--mode");
+                if (!m || *m == mn::Mode::Off) return usage_error(m ? "--mode off has nothing to check" : m.problem().text());
+                o.mode = *m;
+            }
+        } else {
+            return usage_error("unknown argument '" + a + "' for --prolog");
+        }
+    }
+    return mn::run_prolog(o);
 }
 
 int discover(const std::vector<std::string>& args) {
@@ -94,23 +202,19 @@ int discover(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
     try {
         std::vector<std::string> args(argv + 1, argv + argc);
-        if (args.empty()) return usage_error("say what to do");
-        if (args[0] == "--help" || args[0] == "-h") {
+        if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (args[0] == "--version") {
-            std::printf("mn-preflight %s (GPU path: %s)\n", PACKAGE_VERSION,
-#ifdef HAVE_NCCL
-                        "CUDA + NCCL"
-#else
-                        "not built: configure found no CUDA + NCCL"
-#endif
-            );
+        if (!args.empty() && args[0] == "--version") {
+            std::printf("mn-preflight %s (GPU path: libcuda.so.1 and libnccl.so.2 loaded at run time)\n",
+                        PACKAGE_VERSION);
             return 0;
         }
-        if (args[0] == "discover") return discover({args.begin() + 1, args.end()});
-        return usage_error("unknown command '" + args[0] + "'");
+        if (!args.empty() && args[0] == "discover") return discover({args.begin() + 1, args.end()});
+        if (!args.empty() && args[0] == "--prolog") return prolog({args.begin() + 1, args.end()});
+        if (!args.empty() && args[0] == "check") return check({args.begin() + 1, args.end()});
+        return check(args);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "mn-preflight: internal error: %s\n", e.what());
         return 2;

@@ -1,7 +1,11 @@
 // Local (srun) and allocator (sbatch, salloc) context: refuse bad input
 // before anything is launched.
+#include <sys/random.h>
+
 #include <cstdlib>
 #include <string>
+
+#include "../lib/sha256.h"
 
 #include "plugin_state.h"
 
@@ -18,6 +22,13 @@ int srun_init_post_opt(spank_t) {
             }
             s.choice.mode = *m;
         }
+    }
+    if (s.choice.mode != Mode::Off) {
+        // A per-step secret for mn-preflight's ranks: random, so no one can
+        // derive it from job ids; srun's environment reaches every task.
+        unsigned char raw[32];
+        if (getrandom(raw, sizeof raw, 0) == static_cast<ssize_t>(sizeof raw))
+            setenv("MN_NCCL_STEP_SECRET", to_hex(raw, sizeof raw).c_str(), 1);
     }
     if (s.choice.mode == Mode::Off && s.choice.emulate > 1) {
         // Emulation without the plugin's variables would run K times the

@@ -1,0 +1,68 @@
+// mn-preflight's GPU path. CUDA (the driver's libcuda.so.1) and NCCL
+// (libnccl.so.2) are loaded at run time, so one build serves GPU and
+// CPU-only nodes and follows whatever NCCL the node has. No CUDA or NCCL
+// type leaves this file's .cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mn::gpu {
+
+struct Availability {
+    bool ok = false;
+    std::string why;  // why not, naming the library or the call
+    int devices = 0;
+    std::string nccl_version;  // "2.28.3"
+};
+
+// Loads the libraries and counts the visible GPUs. MN_PREFLIGHT_NCCL names
+// another libnccl (a path), for NCCL installed outside the loader's path.
+Availability probe();
+
+struct DeviceInfo {
+    int index = 0;
+    std::string name, busid;
+};
+std::vector<DeviceInfo> devices();
+
+// ncclGetUniqueId as hex, made by rank 0 and sent to the others.
+std::string unique_id();
+
+struct AllreduceResult {
+    bool ran = false;
+    bool correct = false;
+    std::string error;     // names the GPU (index, bus id) when it is one
+    double init_seconds = 0;
+    double seconds = 0;    // per iteration, averaged over the timed loop
+    std::vector<std::string> transports;  // "NET/Socket", "P2P/CUMEM", ... from NCCL's own log
+    // For each pair round this rank was in: seconds per iteration (0 on error).
+    std::vector<double> pair_seconds;
+    std::string pair_error;
+};
+
+struct AllreduceJob {
+    std::vector<int> devices;  // this process's GPUs (lanes)
+    int nranks = 0;            // NCCL ranks in all
+    int first_rank = 0;        // NCCL rank of devices[0]
+    std::string id;            // unique_id() of rank 0
+    std::size_t bytes = 0;
+    int warmup = 0, iters = 0;
+    // Pair rounds: for each round, this process's color (the pair it is in)
+    // or -1, and the bytes to use.
+    std::vector<int> pair_colors;
+    std::size_t pair_bytes = 0;
+    std::string log_path;  // where NCCL writes its INFO lines (transport)
+};
+
+// ncclCommInitRank for each lane, one checked all-reduce, a timed loop,
+// then the pair rounds on communicators split off the first one.
+AllreduceResult run_allreduce(const AllreduceJob& job);
+
+// Prolog: every visible GPU takes a context, a 16 MiB allocation and a copy
+// there and back; with two or more, a single-process NCCL all-reduce
+// across them. Empty when healthy, else one line naming the GPU.
+std::string local_check(double budget_seconds);
+
+}  // namespace mn::gpu

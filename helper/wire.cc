@@ -1,0 +1,235 @@
+#include "wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace mn::wire {
+
+int Deadline::poll_ms() const {
+    const double l = left();
+    return l <= 0 ? 0 : static_cast<int>(std::min(l, 1.0) * 1000) + 1;
+}
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.release();
+    }
+    return *this;
+}
+
+Fd::~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+void tune(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int buf = 4 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+std::string errtext() { return std::strerror(errno); }
+
+}  // namespace
+
+Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return Problem{"socket: " + errtext(), ""};
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    if (addr.empty()) sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
+        return Problem{"'" + addr + "' is not an IPv4 address", ""};
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        return Problem{"cannot listen on " + (addr.empty() ? std::string("*") : addr) + ":" + std::to_string(port) +
+                           ": " + errtext(),
+                       port ? "another process holds the port; use a new step (its MASTER_PORT differs)" : ""};
+    if (::listen(fd.get(), 512) != 0) return Problem{"listen: " + errtext(), ""};
+    fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+    socklen_t len = sizeof sa;
+    getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+    if (bound) *bound = ntohs(sa.sin_port);
+    return fd;
+}
+
+Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer) {
+    while (true) {
+        sockaddr_in sa{};
+        socklen_t len = sizeof sa;
+        int c = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC);
+        if (c >= 0) {
+            tune(c);
+            if (peer) {
+                char buf[INET_ADDRSTRLEN] = {0};
+                inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+                *peer = buf;
+            }
+            return Fd(c);
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Problem{"accept: " + errtext(), ""};
+        if (d.passed()) return Problem{"nobody connected in time", ""};
+        pollfd p{listen_fd, POLLIN, 0};
+        ::poll(&p, 1, d.poll_ms());
+    }
+}
+
+Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) return Problem{"'" + addr + "' is not an IPv4 address", ""};
+    std::string last = "timed out";
+    while (!d.passed()) {
+        Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        if (!fd) return Problem{"socket: " + errtext(), ""};
+        int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd.get(), POLLOUT, 0};
+            rc = ::poll(&p, 1, std::max(1, std::min(d.poll_ms(), 500)));
+            int soerr = rc > 0 ? 0 : ETIMEDOUT;
+            socklen_t l = sizeof soerr;
+            if (rc > 0) getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &soerr, &l);
+            rc = soerr == 0 ? 0 : -1;
+            errno = soerr;
+        }
+        if (rc == 0) {
+            tune(fd.get());
+            return fd;
+        }
+        last = errtext();
+        // Not listening yet (ECONNREFUSED) or the SYN was lost: try again.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Problem{"cannot connect to " + addr + ":" + std::to_string(port) + " (" + last + ")", ""};
+}
+
+std::string local_address(int fd) {
+    sockaddr_in sa{};
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "";
+    char buf[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
+    return buf;
+}
+
+bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
+              const Deadline& d, std::string* err) {
+    const char* s = static_cast<const char*>(send);
+    char* r = static_cast<char*>(recv);
+    std::size_t sent = 0, got = 0;
+    while (sent < send_n || got < recv_n) {
+        pollfd p[2];
+        int n = 0;
+        int si = -1, ri = -1;
+        if (send_fd == recv_fd) {
+            short ev = (sent < send_n ? POLLOUT : 0) | (got < recv_n ? POLLIN : 0);
+            p[n] = {send_fd, ev, 0};
+            si = ri = n++;
+        } else {
+            if (sent < send_n) p[si = n++] = {send_fd, POLLOUT, 0};
+            if (got < recv_n) p[ri = n++] = {recv_fd, POLLIN, 0};
+        }
+        if (d.passed()) {
+            if (err) *err = "time ran out after " + std::to_string(sent) + " of " + std::to_string(send_n) +
+                            " bytes sent and " + std::to_string(got) + " of " + std::to_string(recv_n) + " received";
+            return false;
+        }
+        if (::poll(p, n, d.poll_ms()) < 0 && errno != EINTR) {
+            if (err) *err = "poll: " + errtext();
+            return false;
+        }
+        if (si >= 0 && sent < send_n && (p[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t k = ::send(send_fd, s + sent, send_n - sent, MSG_NOSIGNAL);
+            if (k > 0) sent += static_cast<std::size_t>(k);
+            else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                if (err) *err = "send: " + errtext();
+                return false;
+            }
+        }
+        if (ri >= 0 && got < recv_n && (p[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
+            ssize_t k = ::recv(recv_fd, r + got, recv_n - got, 0);
+            if (k > 0) got += static_cast<std::size_t>(k);
+            else if (k == 0) {
+                if (err) *err = "the peer closed the connection";
+                return false;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                if (err) *err = "recv: " + errtext();
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool send_all(int fd, const void* data, std::size_t n, const Deadline& d) {
+    return exchange(fd, data, n, fd, nullptr, 0, d, nullptr);
+}
+
+bool recv_all(int fd, void* data, std::size_t n, const Deadline& d) {
+    return exchange(fd, nullptr, 0, fd, data, n, d, nullptr);
+}
+
+std::string encode(const Fields& f) {
+    std::string out;
+    for (const auto& [k, v] : f) {
+        std::string clean = v;
+        std::replace(clean.begin(), clean.end(), '\n', ' ');
+        out += k + "=" + clean + "\n";
+    }
+    return out;
+}
+
+Fields decode(const std::string& text) {
+    Fields f;
+    std::size_t start = 0;
+    while (start < text.size()) {
+        std::size_t nl = text.find('\n', start);
+        if (nl == std::string::npos) nl = text.size();
+        const std::string line = text.substr(start, nl - start);
+        const std::size_t eq = line.find('=');
+        if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
+        start = nl + 1;
+    }
+    return f;
+}
+
+bool send_msg(int fd, const Fields& f, const Deadline& d) {
+    const std::string body = encode(f);
+    unsigned char len[4] = {static_cast<unsigned char>(body.size() >> 24), static_cast<unsigned char>(body.size() >> 16),
+                            static_cast<unsigned char>(body.size() >> 8), static_cast<unsigned char>(body.size())};
+    return send_all(fd, len, 4, d) && send_all(fd, body.data(), body.size(), d);
+}
+
+std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
+    unsigned char len[4];
+    if (!exchange(fd, nullptr, 0, fd, len, 4, d, err)) return std::nullopt;
+    const uint32_t n = uint32_t(len[0]) << 24 | uint32_t(len[1]) << 16 | uint32_t(len[2]) << 8 | len[3];
+    // A stray client (an HTTP probe, a port scan) must not make us allocate.
+    if (n > (1u << 20)) {
+        if (err) *err = "a message of " + std::to_string(n) + " bytes is not mn-preflight's";
+        return std::nullopt;
+    }
+    std::string body(n, '\0');
+    if (!exchange(fd, nullptr, 0, fd, body.data(), n, d, err)) return std::nullopt;
+    return decode(body);
+}
+
+}  // namespace mn::wire

@@ -1,0 +1,74 @@
+// mn-preflight's TCP plumbing: listening, connecting and framed messages,
+// every call bounded by a deadline so that nothing can hang.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "lib/outcome.h"
+
+namespace mn::wire {
+
+using Clock = std::chrono::steady_clock;
+
+struct Deadline {
+    Clock::time_point at;
+    static Deadline in(double seconds) {
+        return {Clock::now() + std::chrono::microseconds(static_cast<long long>(seconds * 1e6))};
+    }
+    double left() const { return std::chrono::duration<double>(at - Clock::now()).count(); }
+    bool passed() const { return Clock::now() >= at; }
+    int poll_ms() const;  // for poll(): at least 0, at most 1000
+};
+
+// A file descriptor that closes itself.
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    Fd(Fd&& o) noexcept : fd_(o.release()) {}
+    Fd& operator=(Fd&& o) noexcept;
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    ~Fd();
+    int get() const { return fd_; }
+    int release() {
+        int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+    explicit operator bool() const { return fd_ >= 0; }
+
+private:
+    int fd_ = -1;
+};
+
+// Listens on addr:port (addr "" = every address, port 0 = any); *bound gets
+// the port.
+Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound);
+// Accepts one connection; *peer gets its address.
+Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer);
+// Connects, retrying while the peer is not listening yet.
+Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d);
+// The local address of a connected socket (the interface that reaches the peer).
+std::string local_address(int fd);
+
+bool send_all(int fd, const void* data, std::size_t n, const Deadline& d);
+bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);
+
+// Sends `send` on send_fd while receiving `recv_n` bytes on recv_fd (they
+// may be the same socket): the full-duplex step of a ring.
+bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
+              const Deadline& d, std::string* err);
+
+// Messages: a 4-byte length, then "key=value" lines.
+using Fields = std::map<std::string, std::string>;
+bool send_msg(int fd, const Fields& f, const Deadline& d);
+std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err);
+std::string encode(const Fields& f);
+Fields decode(const std::string& text);
+
+}  // namespace mn::wire

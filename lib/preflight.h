@@ -1,0 +1,103 @@
+// mn-preflight's judgement, apart from its sockets, CUDA and NCCL: the
+// figures as nccl-tests computes them, the pair schedule for finding a bad
+// node, fabric consistency, the verdict and its table and JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mn {
+
+// Exit codes, as documented in mn-preflight(1).
+enum ExitCode { kPass = 0, kCheckFailed = 1, kUsage = 2, kTimeout = 3 };
+
+// nccl-tests' all-reduce bus bandwidth: algbw x 2(n-1)/n.
+double allreduce_busbw(double algbw, uint32_t nranks);
+
+// Rounds of disjoint node pairs. Up to kAllPairsMax nodes every pair is
+// tested (the circle method: n-1 rounds); above, each node with its two ring
+// neighbours (2 or 3 rounds), so the check stays short on big jobs.
+constexpr uint32_t kAllPairsMax = 16;
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> pair_rounds(uint32_t nnodes);
+
+// What a node's fabric looks like, compared between nodes.
+struct FabricSignature {
+    std::string fabric;  // ib, roce, socket
+    std::string hcas;    // the chosen ports, "mlx5_0:1,mlx5_1:1"
+    double rate_gbps = 0;
+    unsigned mtu = 0;    // of the RoCE netdevs or the socket interface
+    std::string summary() const;
+    bool operator==(const FabricSignature& o) const {
+        return fabric == o.fabric && hcas == o.hcas && rate_gbps == o.rate_gbps && mtu == o.mtu;
+    }
+};
+
+struct NodeReport {
+    uint32_t node = 0;
+    std::string host;
+    std::vector<uint32_t> ranks;
+    uint32_t gpus = 0;
+    FabricSignature sig;
+    std::string ifname;
+    std::vector<std::string> problems;  // found on the node itself (GPU, HCA)
+    std::string inter_transport;        // NCCL's transport to other nodes, GPU path
+    bool has_rdma() const { return sig.fabric == "ib" || sig.fabric == "roce"; }
+    // Filled by judge().
+    std::optional<double> pair_busbw;  // median of its pair tests
+    std::string verdict;               // "ok", or what is wrong
+};
+
+struct PairResult {
+    uint32_t a = 0, b = 0;  // node indexes
+    double busbw_gbps = 0;
+    std::string error;      // the pair test failed or timed out
+};
+
+struct CollectiveResult {
+    std::string path;  // "gpu (NCCL)" or "cpu (TCP ring)"
+    uint32_t nranks = 0;
+    uint64_t bytes = 0;
+    uint32_t iters = 0;
+    double seconds = 0;  // per iteration, median
+    double algbw_gbps = 0, busbw_gbps = 0;
+    double init_seconds = 0;
+    bool ran = false;
+    bool correct = false;
+    std::string error;
+    std::string inter_transport, intra_transport;  // GPU path: NET/IB, NET/Socket, P2P/..., SHM
+};
+
+struct PreflightReport {
+    std::vector<NodeReport> nodes;
+    CollectiveResult coll;
+    std::vector<PairResult> pairs;
+    std::optional<double> min_busbw;
+    std::string timed_out;  // the phase that ran out of time, and who was missing
+    std::vector<std::string> problems;
+    std::vector<std::string> notes;
+    double elapsed = 0;
+    int code = kPass;
+};
+
+// Nodes whose fabric differs from the majority, with what differs.
+std::vector<std::pair<uint32_t, std::string>> inconsistent_nodes(const std::vector<NodeReport>& nodes);
+
+// A node is slow when every pair it is in runs below `floor`, or (without a
+// floor) below half the median of the pairs without it. With two nodes and
+// no floor nobody can be told apart, and nobody is named.
+std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairResult>& pairs, uint32_t nnodes,
+                                                         std::optional<double> floor);
+
+// Fills each node's verdict, the report's problems and its exit code.
+void judge(PreflightReport& r);
+
+std::string report_table(const PreflightReport& r);
+std::string report_json(const PreflightReport& r);
+
+// "0-3,6" for a rank list.
+std::string rank_ranges(std::vector<uint32_t> ranks);
+
+}  // namespace mn
