@@ -21,6 +21,7 @@
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/fabric.h"
+#include "lib/hostlist.h"
 #include "lib/json.h"
 #include "lib/netprobe.h"
 #include "lib/preflight.h"
@@ -111,7 +112,9 @@ Outcome<Self> read_self() {
         return Problem{"mn-preflight: " + host + ": SLURM_PROCID=" + *rank + " does not fit SLURM_NTASKS=" + *world,
                        under};
     s.node = static_cast<uint32_t>(std::strtoul(env_or("NODE_RANK", env_or("SLURM_NODEID", "0")).c_str(), nullptr, 10));
-    s.label = env_or("NCCL_HOSTID", host);
+    // Slurm's node name, as users know it (several slurmd may share a host);
+    // an emulated node's NCCL_HOSTID.
+    s.label = env_or("NCCL_HOSTID", env_or("SLURMD_NODENAME", host));
     auto addr = Ipv4::parse(*master);
     if (!addr) {
         std::string err;
@@ -317,8 +320,19 @@ std::string missing_ranks(const std::vector<Member>& m, const std::vector<bool>&
     std::vector<uint32_t> miss;
     for (uint32_t r = 0; r < have.size(); ++r)
         if (!have[r]) miss.push_back(r);
-    (void)m;
-    return miss.empty() ? "" : "ranks " + rank_ranges(miss) + " did not arrive";
+    if (miss.empty()) return "";
+    std::string out = (miss.size() == 1 ? "rank " : "ranks ") + rank_ranges(miss) + " did not arrive";
+    // The nodes from which not one rank came, by Slurm's node names.
+    std::set<std::string> seen;
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (have[r]) seen.insert(m[r].hello.count("slurm_node") ? m[r].hello.at("slurm_node") : "");
+    if (auto hosts = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")))) {
+        std::string none;
+        for (std::size_t i = 0; i < hosts->size(); ++i)
+            if (!seen.count((*hosts)[i])) none += (none.empty() ? "" : ",") + (*hosts)[i];
+        if (!none.empty()) out += " (none from " + none + ")";
+    }
+    return out;
 }
 
 }  // namespace
@@ -340,6 +354,14 @@ int run_check(const CheckOptions& o) {
     gpu::Availability ga;
     if (o.path != "cpu") ga = gpu::probe();
     std::vector<int> my_devices;
+    // NCCL reads its variables once, at its first call: its INFO lines,
+    // which say the transport each channel took, go to a file of ours.
+    const std::string nccl_log = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
+    if (ga.ok) {
+        setenv("NCCL_DEBUG", "INFO", 1);
+        setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
+        setenv("NCCL_DEBUG_FILE", nccl_log.c_str(), 1);
+    }
     if (ga.ok) {
         if (self.task_mode) my_devices.push_back(static_cast<int>(self.local_rank % static_cast<uint32_t>(ga.devices)));
         else
@@ -354,6 +376,7 @@ int run_check(const CheckOptions& o) {
     Fields hello{{"rank", std::to_string(self.rank)},
                  {"node", std::to_string(self.node)},
                  {"label", self.label},
+                 {"slurm_node", env_or("SLURMD_NODENAME", host_name())},
                  {"gpu_ok", ga.ok ? "1" : "0"},
                  {"gpu_why", ga.why},
                  {"gpus", std::to_string(ga.ok ? ga.devices : 0)},
@@ -418,7 +441,7 @@ int run_check(const CheckOptions& o) {
                 if (j > i) job.pair_colors.push_back(std::atoi(colors.substr(i, j - i).c_str()));
                 i = j + 1;
             }
-            job.log_path = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
+            job.log_path = nccl_log;
             auto r = gpu::run_allreduce(job);
             std::remove(job.log_path.c_str());
             result["ran"] = r.ran ? "1" : "0";
@@ -593,9 +616,9 @@ int run_check(const CheckOptions& o) {
     };
 
     if (arrived < self.world) {
-        rep.timed_out = "rendezvous at " + self.master + ":" + std::to_string(self.port) + ": " +
-                        missing_ranks(members, have) + " within " + num(std::max(1.0, o.timeout * 0.5), -1) +
-                        " s (" + std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks)";
+        rep.timed_out = "rendezvous: " + missing_ranks(members, have) + " at " + self.master + ":" +
+                        std::to_string(self.port) + " within " + num(std::max(1.0, o.timeout * 0.5), -1) + " s (" +
+                        std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
         return finish(kTimeout);
     }
     progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(rep.nodes.size()) +
@@ -680,7 +703,7 @@ int run_check(const CheckOptions& o) {
                     color = static_cast<int>(k);
             job.pair_colors.push_back(color);
         }
-        job.log_path = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
+        job.log_path = nccl_log;
         auto r = gpu::run_allreduce(job);
         std::remove(job.log_path.c_str());
         mine = {{"ran", r.ran ? "1" : "0"}, {"correct", r.correct ? "1" : "0"}, {"error", r.error},

@@ -231,10 +231,7 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     }
     for (std::size_t i = 0; i < sizeof id.internal; ++i)
         id.internal[i] = static_cast<char>(std::strtoul(job.id.substr(2 * i, 2).c_str(), nullptr, 16));
-    // NCCL's INFO lines say which transport each channel took.
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
-    setenv("NCCL_DEBUG_FILE", job.log_path.c_str(), 1);
+    // NCCL_DEBUG_FILE=job.log_path was set before NCCL's first call.
 
     const std::size_t count = job.bytes / sizeof(float);
     std::vector<Lane> lanes(job.devices.size());
@@ -402,9 +399,7 @@ std::string local_check(double budget_seconds) {
     job.id = unique_id();
     job.bytes = kBytes;
     job.iters = 2;
-    job.log_path = "/tmp/mn-preflight-prolog." + std::to_string(getpid()) + ".nccl";
     AllreduceResult r = run_allreduce(job);
-    std::remove(job.log_path.c_str());
     if (!r.ran || !r.correct) return "NCCL all-reduce across the node's " + std::to_string(devs.size()) + " GPUs: " + r.error;
     return "";
 }

@@ -42,9 +42,9 @@ srun -w n0,n1 -N2 --ntasks-per-node=1 --gres=gpu:$half --mn-nccl=auto "$PF"; ech
 
 echo; echo "== 3. benchmark: mn-preflight vs torch.distributed.all_reduce (NCCL), 256 MiB, 5 warm-up + 50 timed, 3 rounds"
 for round in 1 2 3; do
-  srun -w n0,n1 -N2 --ntasks-per-node=$half --gres=gpu:$half --mn-nccl=auto "$PF" --size 256M --iters 50 --no-pairs --json 2>/dev/null |
+  srun -w n0,n1 -N2 --ntasks-per-node=$half --gres=gpu:$half --mn-nccl=auto --mn-nccl-launch=task "$PF" --size 256M --iters 50 --no-pairs --json 2>/dev/null |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); a=d["allreduce"]; print("PREFLIGHT busbw=%.2f time_ms=%.4f correct=%d" % (a["busbw_gbps"], a["time_ms"], a["correct"]))'
-  srun -w n0,n1 -N2 --ntasks-per-node=$half --gres=gpu:$half --mn-nccl=auto python3 scripts/torch_allreduce.py $((256 << 20)) 50 2>/dev/null | grep '^TORCH'
+  srun -w n0,n1 -N2 --ntasks-per-node=$half --gres=gpu:$half --mn-nccl=auto --mn-nccl-launch=task python3 scripts/torch_allreduce.py $((256 << 20)) 50 2>"$R/torch-err.txt" | grep '^TORCH'
 done | tee "$R/bench.txt"
 python3 - "$R/bench.txt" <<'PY'
 import re, statistics, sys
