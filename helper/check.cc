@@ -351,17 +351,18 @@ int run_check(const CheckOptions& o) {
 
     // Everything a rank tells rank 0 about itself.
     LocalFacts facts = local_facts(o.mode, self.master);
-    gpu::Availability ga;
-    if (o.path != "cpu") ga = gpu::probe();
-    std::vector<int> my_devices;
-    // NCCL reads its variables once, at its first call: its INFO lines,
-    // which say the transport each channel took, go to a file of ours.
+    // NCCL reads its variables once, at its first call (even
+    // ncclGetVersion): its INFO lines, which say the transport each channel
+    // took, go to a file of ours.
     const std::string nccl_log = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
-    if (ga.ok) {
+    gpu::Availability ga;
+    if (o.path != "cpu") {
         setenv("NCCL_DEBUG", "INFO", 1);
         setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
         setenv("NCCL_DEBUG_FILE", nccl_log.c_str(), 1);
+        ga = gpu::probe();
     }
+    std::vector<int> my_devices;
     if (ga.ok) {
         if (self.task_mode) my_devices.push_back(static_cast<int>(self.local_rank % static_cast<uint32_t>(ga.devices)));
         else
