@@ -263,7 +263,6 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     int end = x.ncclGroupEnd();
     if (nr == 0) nr = end;
     res.init_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    res.transports = transports_in(job.log_path);
     if (nr != 0) {
         res.error = "ncclCommInitRank on " + describe(lanes.empty() ? 0 : lanes[0].dev) + ": " + nccl_error(nr);
         return res;
@@ -311,6 +310,9 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     if (err.empty()) err = sync();
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() /
                   std::max(1, job.iters);
+    // NCCL (2.22+) connects channels at the first collective, so its
+    // transport lines exist only now.
+    res.transports = transports_in(job.log_path);
     if (!err.empty()) {
         res.error = err;
         return res;
