@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# mn-preflight on the real local Slurm (CPU path: TCP ring on eth0): a
+# healthy check, a slow link (tc tbf), an odd MTU, a rank that never
+# arrives, a rank without the step secret, bad options, the prolog mode.
+source "$(dirname "$0")/lib.sh"
+PF=$TOP/helper/mn-preflight
+plugstack required
+
+slow_off() {
+  tc qdisc del dev mnv1 root 2>/dev/null
+  ip netns exec node1 tc qdisc del dev eth0 root 2>/dev/null
+  ip netns exec node2 ip link set eth0 mtu 1500 2>/dev/null
+  return 0
+}
+trap slow_off EXIT
+
+# row HOST: the table row of a node.
+row() { grep -E "^$1 " "$OUT/last" || true; }
+
+t_pass() {
+  local name="healthy: 6 ranks on 3 nodes, TCP ring all-reduce correct, every pair tested, PASS, exit 0"
+  run srun -N3 -n6 --mn-nccl=auto "$PF"
+  [ $RC -eq 0 ] && has '^PASS' && has 'all-reduce \(cpu, TCP ring on eth0\): 6 ranks, .* result correct' &&
+    [ "$(count '^node[0-2] .* ok$')" = 3 ] && has 'pair tests: 3 pairs in 3 rounds' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_json() {
+  local name="--json: one object with verdict, nodes, allreduce and pairs"
+  run srun -N3 -n3 --mn-nccl "$PF" --json
+  local got
+  got=$($PY -c 'import json,sys
+d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
+print(d["verdict"], d["exit_code"], len(d["nodes"]), len(d["pairs"]), d["allreduce"]["correct"], d["allreduce"]["ranks"],
+      sorted(n["verdict"] for n in d["nodes"]))' "$OUT/last" 2>&1)
+  [ $RC -eq 0 ] && [ "$got" = "PASS 0 3 3 True 3 ['ok', 'ok', 'ok']" ] || { fail "$name" "got: $got"; return; }
+  pass "$name"
+}
+
+t_slow_node() {
+  local name="node1's link slowed with tc tbf: FAIL, exit 1, node1 named slow, node0 and node2 not blamed"
+  tc qdisc add dev mnv1 root tbf rate 50mbit burst 32kbit latency 100ms
+  ip netns exec node1 tc qdisc add dev eth0 root tbf rate 50mbit burst 32kbit latency 100ms
+  run srun -N3 --ntasks-per-node=1 --mn-nccl "$PF"
+  slow_off
+  [ $RC -eq 1 ] && has '^FAIL' && row node1 | grep -q 'slow: its pairs run at' &&
+    row node0 | grep -q ' ok$' && row node2 | grep -q ' ok$' && has '^problem: node1: slow' &&
+    ! has '^problem: node[02]' || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_odd_mtu() {
+  local name="node2's eth0 at MTU 1400: FAIL, node2 named as differing from the majority"
+  ip netns exec node2 ip link set eth0 mtu 1400
+  run srun -N3 --ntasks-per-node=1 --mn-nccl "$PF" --no-pairs
+  slow_off
+  [ $RC -eq 1 ] && row node2 | grep -q 'fabric differs from the majority: MTU 1400 (others 1500)' &&
+    row node0 | grep -q ' ok$' || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_rank_never_arrives() {
+  local name="a rank that never arrives: time-out within --timeout, exit 3, the rank and its node named"
+  local t0=$SECONDS
+  run srun -N2 -n2 --mn-nccl bash -c "if [ \$SLURM_PROCID = 1 ]; then sleep 8; else exec $PF --timeout 4; fi"
+  [ $RC -eq 3 ] && has 'time-out: rendezvous: rank 1 did not arrive \(none from node1\)' && has 'FAIL \(.*time-out\)' &&
+    [ $((SECONDS - t0)) -lt 30 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_wrong_secret() {
+  local name="a rank without the step's secret is refused by rank 0 (named), and the check times out"
+  run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
+  [ $RC -eq 3 ] && has "refused a connection from 10\.250\.0\.12 claiming rank 2: it does not hold this step's secret" &&
+    has 'rank 2 did not arrive' || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_secret_per_step() {
+  local name="MN_NCCL_STEP_SECRET: 64 hex digits, the same in every task of a step, new in the next step"
+  run srun -N2 -n4 --mn-nccl bash -c 'echo "SECRET $MN_NCCL_STEP_SECRET"'
+  local a; a=$(lines '^SECRET' | sort -u)
+  run srun -N2 -n4 --mn-nccl bash -c 'echo "SECRET $MN_NCCL_STEP_SECRET"'
+  local b; b=$(lines '^SECRET' | sort -u)
+  run srun -N1 -n1 bash -c 'echo "SECRET ${MN_NCCL_STEP_SECRET-none}"'
+  [ "$(wc -l <<<"$a")" = 1 ] && [[ "$a" =~ ^SECRET\ [0-9a-f]{64}$ ]] && [ "$a" != "$b" ] && has '^SECRET none$' ||
+    { fail "$name" "a=$a b=$b"; return; }
+  pass "$name"
+}
+
+t_bad_options() {
+  local name="bad options and a missing step: exit 2, each naming the option or variable and the fix"
+  local ok=1
+  "$PF" --timeout 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has '--timeout needs seconds, more than 0 and at most 600' || ok=0
+  "$PF" --size 12 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--size needs 4K to 8G, e.g. --size 64M \(got '12'\)" || ok=0
+  "$PF" --min-busbw fast >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--min-busbw needs a bandwidth in GB/s" || ok=0
+  "$PF" --iters 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--iters needs a whole number from 1 to 10000" || ok=0
+  "$PF" --mode fast >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--mode='fast' is not a valid mode" || ok=0
+  "$PF" --frobnicate >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "unknown argument '--frobnicate'" || ok=0
+  env -u SLURM_PROCID -u MASTER_ADDR "$PF" >"$OUT/last" 2>&1; [ $? -eq 2 ] &&
+    has 'SLURM_PROCID is not set; run it as a step: srun --mn-nccl=auto mn-preflight' || ok=0
+  # Under srun but without the plugin: no MASTER_ADDR.
+  run srun -N1 -n1 "$PF"; [ $RC -eq 2 ] && has 'MASTER_ADDR is not set' || ok=0
+  # --gpu where no rank has a GPU path: rank 0 says why, per node.
+  run srun -N2 -n2 --mn-nccl "$PF" --gpu
+  [ $RC -eq 1 ] && has 'no GPU path: no CUDA driver \(libcuda.so.1 not found\)' || ok=0
+  [ $ok = 1 ] || { fail "$name"; return; }
+  pass "$name"
+}
+
+t_prolog() {
+  local name="--prolog: healthy node passes; all HCA ports down or a forced class missing fails with a one-line reason"
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  run srun -N1 -n1 -w node1 "$PF" --prolog
+  local healthy=$RC; has '^mn-preflight: node1: ok \(fabric socket, 0 GPUs\)$' || healthy=x
+  rm -f "$OUT/reason"
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/all-down run "$PF" --prolog --reason-file "$OUT/reason"
+  local down=$RC
+  local reason; reason=$(cat "$OUT/reason" 2>/dev/null)
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/no-rdma run "$PF" --prolog --mode ib
+  local forced=$RC; has 'the node has no ACTIVE InfiniBand port|no ACTIVE InfiniBand' || forced=x
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run "$PF" --prolog --json
+  local json=$RC; has '"verdict":"PASS","fabric":"ib"' || json=x
+  [ "$healthy" = 0 ] && [ "$down" = 1 ] && [ "$forced" = 1 ] && [ "$json" = 0 ] &&
+    [[ "$reason" == *": no usable RDMA port (mlx5_0:1 "*"DOWN"* ]] && [ "$(wc -l <"$OUT/reason")" = 1 ] ||
+    { fail "$name" "healthy=$healthy down=$down forced=$forced json=$json reason=$reason"; return; }
+  pass "$name"
+}
+
+t_emulated() {
+  local name="mn-preflight under --mn-emulate-nodes=2: one real node reported as two emulated nodes, PASS"
+  run srun -N1 -n4 -w node2 --mn-nccl --mn-emulate-nodes=2 "$PF"
+  [ $RC -eq 0 ] && has '^node2-emu0 +0-1 ' && has '^node2-emu1 +2-3 ' && has 'pair tests: 1 pairs' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
+  "$t"
+done
+summary
