@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts the local 3-node
-# Slurm, submits scripts/example-job.sbatch (a real `srun --mn-nccl=auto`
-# PyTorch all-reduce, then the same through torchrun), shows its output and
-# stops the cluster.
+# Slurm, submits scripts/example-job.sbatch (mn-preflight's check of the
+# nodes, a real `srun --mn-nccl=auto` PyTorch all-reduce, then the same
+# through torchrun), shows its output and stops the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -17,9 +17,10 @@ export PET_REDIRECTS=1 PET_TEE=1
 out=$(mktemp /tmp/mn-demo.XXXXXX)
 echo "== sbatch scripts/example-job.sbatch"
 rc=0
-MN_NCCL_DEMO_SCRIPT=$top/scripts/allreduce.py sbatch --wait -o "$out" scripts/example-job.sbatch || rc=$?
+MN_PREFLIGHT=$top/helper/mn-preflight MN_NCCL_DEMO_SCRIPT=$top/scripts/allreduce.py sbatch --wait -o "$out" scripts/example-job.sbatch || rc=$?
 sed -e '/^\*\*\*\*/d' -e '/OMP_NUM_THREADS/d' -e '/^WARNING:torch.distributed.run:$/d' "$out"
 ok=$(grep -c 'ALLREDUCE .* ok=1' "$out" || true)
+preflight=$(grep -c '^PASS' "$out" || true)
 rm -f "$out"
-echo "== $ok of 12 ranks finished the all-reduce with the right sum (6 by srun, 6 under torchrun); sbatch exit $rc"
-[ "$rc" -eq 0 ] && [ "$ok" -eq 12 ]
+echo "== mn-preflight: $([ "$preflight" = 1 ] && echo PASS || echo 'no PASS'); $ok of 12 ranks finished the all-reduce with the right sum (6 by srun, 6 under torchrun); sbatch exit $rc"
+[ "$rc" -eq 0 ] && [ "$ok" -eq 12 ] && [ "$preflight" = 1 ]
