@@ -308,6 +308,99 @@ void progress(const Self& self, const std::string& line) {
     if (self.rank == 0) std::fprintf(stderr, "mn-preflight: %s\n", line.c_str());
 }
 
+// What one rank brings to the collective and the pair tests.
+struct Share {
+    const Self& self;
+    const std::vector<int>& devices;
+    int data_listen;
+    std::string nccl_log;
+    Deadline end;
+};
+
+std::vector<double> split_numbers(const std::string& csv) {
+    std::vector<double> out;
+    for (std::size_t i = 0; i < csv.size();) {
+        std::size_t j = csv.find(',', i);
+        if (j == std::string::npos) j = csv.size();
+        if (j > i) out.push_back(std::atof(csv.substr(i, j - i).c_str()));
+        i = j + 1;
+    }
+    return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out;
+}
+
+// This rank's part of the all-reduce that rank 0's plan describes; the
+// result as rank 0 reads it.
+Fields run_collective(Fields p, const Share& sh) {
+    Fields result;
+    if (p["path"] == "gpu") {
+        set_phase("NCCL init and all-reduce");
+        gpu::AllreduceJob job;
+        job.devices = sh.devices;
+        job.nranks = std::atoi(p["nranks"].c_str());
+        job.first_rank = std::atoi(p["first_rank"].c_str());
+        job.id = p["id"];
+        job.bytes = std::strtoull(p["bytes"].c_str(), nullptr, 10);
+        job.warmup = std::atoi(p["warmup"].c_str());
+        job.iters = std::atoi(p["iters"].c_str());
+        job.pair_bytes = std::strtoull(p["pair_bytes"].c_str(), nullptr, 10);
+        for (double c : split_numbers(p["colors"])) job.pair_colors.push_back(static_cast<int>(c));
+        job.log_path = sh.nccl_log;
+        auto r = gpu::run_allreduce(job);
+        std::remove(job.log_path.c_str());
+        std::vector<std::string> ps;
+        for (double x : r.pair_seconds) ps.push_back(num(x, 9));
+        return {{"ran", r.ran ? "1" : "0"}, {"correct", r.correct ? "1" : "0"}, {"error", r.error},
+                {"seconds", num(r.seconds, 9)}, {"init", num(r.init_seconds, 6)}, {"transports", join(r.transports)},
+                {"pair_seconds", join(ps)}, {"pair_error", r.pair_error}};
+    }
+    set_phase("ring connect");
+    const uint32_t n = sh.self.world, rank = sh.self.rank;
+    Fd next, prev;
+    if (n > 1) {
+        auto nx = data_connect(p["next_addr"], static_cast<uint16_t>(std::atoi(p["next_port"].c_str())), "ring", rank,
+                               sh.self.secret, sh.end);
+        auto pv = data_accept(sh.data_listen, "ring", (rank + n - 1) % n, sh.self.secret, sh.end);
+        if (!nx || !pv)
+            return {{"ran", "0"}, {"error", !nx ? "cannot reach the next rank: " + nx.problem().text() : pv.problem().text()}};
+        next = std::move(nx.value());
+        prev = std::move(pv.value());
+    }
+    set_phase("TCP ring all-reduce");
+    Timed t = timed_ring(std::strtoull(p["bytes"].c_str(), nullptr, 10), std::atoi(p["iters"].c_str()), rank, n, rank,
+                         next.get(), prev.get(), sh.end);
+    return {{"ran", t.ok || !t.error.empty() ? "1" : "0"}, {"correct", t.correct ? "1" : "0"}, {"error", t.error},
+            {"seconds", num(t.seconds, 9)}};
+}
+
+// One side of a pair test (CPU path): a two-member ring all-reduce with the
+// peer rank 0 named, inside `budget` seconds.
+Fields run_pair(Fields q, const Share& sh, double budget) {
+    set_phase("pair test " + q["tag"]);
+    const uint32_t peer = static_cast<uint32_t>(std::atoi(q["peer"].c_str()));
+    const bool connect = q["connect"] == "1";
+    const Deadline pd = Deadline::in(std::min(sh.end.left(), budget));
+    Outcome<Fd> fd = connect ? data_connect(q["peer_addr"], static_cast<uint16_t>(std::atoi(q["peer_port"].c_str())),
+                                            q["tag"], sh.self.rank, sh.self.secret, pd)
+                             : data_accept(sh.data_listen, q["tag"], peer, sh.self.secret, pd);
+    Fields r{{"op", "pair"}, {"tag", q["tag"]}};
+    if (!fd) {
+        r["error"] = fd.problem().text();
+        return r;
+    }
+    const uint32_t pos = connect ? 0 : 1;
+    Timed t = timed_ring(std::strtoull(q["bytes"].c_str(), nullptr, 10), std::atoi(q["iters"].c_str()), pos, 2, pos,
+                         fd->get(), fd->get(), pd);
+    r["seconds"] = num(t.seconds, 9);
+    r["error"] = t.ok ? (t.correct ? "" : "wrong result: " + t.error) : t.error;
+    return r;
+}
+
 // ---- rank 0 -----------------------------------------------------------------
 
 struct Member {
@@ -374,6 +467,7 @@ int run_check(const CheckOptions& o) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", self.label.c_str(), data_listen.problem().text().c_str());
         return kCheckFailed;
     }
+    const Share share{self, my_devices, data_listen->get(), nccl_log, end};
     Fields hello{{"rank", std::to_string(self.rank)},
                  {"node", std::to_string(self.node)},
                  {"label", self.label},
@@ -422,70 +516,9 @@ int run_check(const CheckOptions& o) {
         }
         Fields& p = *plan;
         if (p["op"] == "done") return std::atoi(p["code"].c_str());
-        Fields result{{"op", "coll"}};
-        const std::string path = p["path"];
-        if (path == "gpu") {
-            set_phase("NCCL init and all-reduce");
-            gpu::AllreduceJob job;
-            job.devices = my_devices;
-            job.nranks = std::atoi(p["nranks"].c_str());
-            job.first_rank = std::atoi(p["first_rank"].c_str());
-            job.id = p["id"];
-            job.bytes = std::strtoull(p["bytes"].c_str(), nullptr, 10);
-            job.warmup = std::atoi(p["warmup"].c_str());
-            job.iters = std::atoi(p["iters"].c_str());
-            job.pair_bytes = std::strtoull(p["pair_bytes"].c_str(), nullptr, 10);
-            std::string colors = p["colors"];
-            for (std::size_t i = 0; i < colors.size();) {
-                std::size_t j = colors.find(',', i);
-                if (j == std::string::npos) j = colors.size();
-                if (j > i) job.pair_colors.push_back(std::atoi(colors.substr(i, j - i).c_str()));
-                i = j + 1;
-            }
-            job.log_path = nccl_log;
-            auto r = gpu::run_allreduce(job);
-            std::remove(job.log_path.c_str());
-            result["ran"] = r.ran ? "1" : "0";
-            result["correct"] = r.correct ? "1" : "0";
-            result["error"] = r.error;
-            result["seconds"] = num(r.seconds, 9);
-            result["init"] = num(r.init_seconds, 6);
-            std::string t;
-            for (const auto& x : r.transports) t += (t.empty() ? "" : ",") + x;
-            result["transports"] = t;
-            std::string ps;
-            for (double s : r.pair_seconds) ps += (ps.empty() ? "" : ",") + num(s, 9);
-            result["pair_seconds"] = ps;
-            result["pair_error"] = r.pair_error;
-            if (!wire::send_msg(ctl->get(), result, end)) return kTimeout;
-        } else {
-            set_phase("ring connect");
-            const uint32_t n = self.world;
-            Fd next, prev;
-            if (n > 1) {
-                auto nx = data_connect(p["next_addr"], static_cast<uint16_t>(std::atoi(p["next_port"].c_str())), "ring",
-                                       self.rank, self.secret, end);
-                auto pv = data_accept(data_listen->get(), "ring", (self.rank + n - 1) % n, self.secret, end);
-                if (!nx || !pv) {
-                    result["ran"] = "0";
-                    result["error"] = !nx ? "cannot reach the next rank: " + nx.problem().text()
-                                          : pv.problem().text();
-                } else {
-                    next = std::move(nx.value());
-                    prev = std::move(pv.value());
-                }
-            }
-            if (!result.count("error")) {
-                set_phase("TCP ring all-reduce");
-                Timed t = timed_ring(std::strtoull(p["bytes"].c_str(), nullptr, 10), std::atoi(p["iters"].c_str()),
-                                     self.rank, n, self.rank, next.get(), prev.get(), end);
-                result["ran"] = t.ok || !t.error.empty() ? "1" : "0";
-                result["correct"] = t.correct ? "1" : "0";
-                result["error"] = t.error;
-                result["seconds"] = num(t.seconds, 9);
-            }
-            if (!wire::send_msg(ctl->get(), result, end)) return kTimeout;
-        }
+        Fields result = run_collective(p, share);
+        result["op"] = "coll";
+        if (!wire::send_msg(ctl->get(), result, end)) return kTimeout;
         // Pair tests (CPU path) on rank 0's cue, until it says done.
         while (true) {
             set_phase("waiting for rank 0");
@@ -502,23 +535,7 @@ int run_check(const CheckOptions& o) {
                 return std::atoi(q["code"].c_str());
             }
             if (q["op"] != "pair") continue;
-            set_phase("pair test " + q["tag"]);
-            const uint32_t peer = static_cast<uint32_t>(std::atoi(q["peer"].c_str()));
-            const Deadline pd = Deadline::in(std::min(end.left(), std::atof(q["budget"].c_str())));
-            Outcome<Fd> fd = q["connect"] == "1"
-                                 ? data_connect(q["peer_addr"], static_cast<uint16_t>(std::atoi(q["peer_port"].c_str())),
-                                                q["tag"], self.rank, self.secret, pd)
-                                 : data_accept(data_listen->get(), q["tag"], peer, self.secret, pd);
-            Fields r{{"op", "pair"}, {"tag", q["tag"]}};
-            if (!fd) {
-                r["error"] = fd.problem().text();
-            } else {
-                Timed t = timed_ring(std::strtoull(q["bytes"].c_str(), nullptr, 10), std::atoi(q["iters"].c_str()),
-                                     q["connect"] == "1" ? 0 : 1, 2, q["connect"] == "1" ? 0 : 1, fd->get(), fd->get(),
-                                     pd);
-                r["seconds"] = num(t.seconds, 9);
-                r["error"] = t.ok ? (t.correct ? "" : "wrong result: " + t.error) : t.error;
-            }
+            Fields r = run_pair(q, share, std::atof(q["budget"].c_str()));
             if (!wire::send_msg(ctl->get(), r, end)) return kTimeout;
         }
     }
@@ -685,56 +702,7 @@ int run_check(const CheckOptions& o) {
     for (uint32_t r = 1; r < self.world; ++r) wire::send_msg(members[r].ctl.get(), plan_for(r), end);
 
     // Rank 0's own share of the collective.
-    Fields mine;
-    const Fields my_plan = plan_for(0);
-    if (gpu_path) {
-        gpu::AllreduceJob job;
-        job.devices = my_devices;
-        job.nranks = static_cast<int>(lanes);
-        job.first_rank = 0;
-        job.id = id;
-        job.bytes = bytes;
-        job.warmup = 5;
-        job.iters = iters;
-        job.pair_bytes = pair_bytes;
-        for (const auto& round : rounds) {
-            int color = -1;
-            for (std::size_t k = 0; k < round.size(); ++k)
-                if (round[k].first == members[0].node_index || round[k].second == members[0].node_index)
-                    color = static_cast<int>(k);
-            job.pair_colors.push_back(color);
-        }
-        job.log_path = nccl_log;
-        auto r = gpu::run_allreduce(job);
-        std::remove(job.log_path.c_str());
-        mine = {{"ran", r.ran ? "1" : "0"}, {"correct", r.correct ? "1" : "0"}, {"error", r.error},
-                {"seconds", num(r.seconds, 9)}, {"init", num(r.init_seconds, 6)}};
-        std::string t, ps;
-        for (const auto& x : r.transports) t += (t.empty() ? "" : ",") + x;
-        for (double s : r.pair_seconds) ps += (ps.empty() ? "" : ",") + num(s, 9);
-        mine["transports"] = t;
-        mine["pair_seconds"] = ps;
-        mine["pair_error"] = r.pair_error;
-    } else {
-        const uint32_t n = self.world;
-        Fd next, prev;
-        if (n > 1) {
-            auto nx = data_connect(my_plan.at("next_addr"), static_cast<uint16_t>(std::atoi(my_plan.at("next_port").c_str())),
-                                   "ring", 0, self.secret, end);
-            auto pv = data_accept(data_listen->get(), "ring", n - 1, self.secret, end);
-            if (!nx || !pv) mine["error"] = !nx ? "cannot reach the next rank: " + nx.problem().text() : pv.problem().text();
-            else {
-                next = std::move(nx.value());
-                prev = std::move(pv.value());
-            }
-        }
-        if (!mine.count("error")) {
-            set_phase("TCP ring all-reduce");
-            Timed t = timed_ring(bytes, iters, 0, n, 0, next.get(), prev.get(), end);
-            mine = {{"ran", t.ok || !t.error.empty() ? "1" : "0"}, {"correct", t.correct ? "1" : "0"},
-                    {"error", t.error}, {"seconds", num(t.seconds, 9)}};
-        }
-    }
+    const Fields mine = run_collective(plan_for(0), share);
     // Everyone's report.
     std::vector<Fields> results(self.world);
     results[0] = mine;
@@ -811,14 +779,7 @@ int run_check(const CheckOptions& o) {
                     if (members[r].node_index != pr.a && members[r].node_index != pr.b) continue;
                     nr += static_cast<uint32_t>(std::max(1, std::atoi(members[r].hello["lanes"].c_str())));
                     // This rank's list has one entry per round it was in, in order.
-                    std::vector<double> secs;
-                    const std::string ps = results[r]["pair_seconds"];
-                    for (std::size_t i = 0; i < ps.size();) {
-                        std::size_t j = ps.find(',', i);
-                        if (j == std::string::npos) j = ps.size();
-                        secs.push_back(std::atof(ps.substr(i, j - i).c_str()));
-                        i = j + 1;
-                    }
+                    const std::vector<double> secs = split_numbers(results[r]["pair_seconds"]);
                     std::size_t idx = 0;
                     for (std::size_t kk = 0; kk < k; ++kk)
                         for (const auto& pp : rounds[kk])
@@ -861,20 +822,10 @@ int run_check(const CheckOptions& o) {
             std::map<std::string, std::vector<std::string>> errors;
             std::map<std::string, double> slowest;
             if (own) {
-                Fields& m = own->first;
-                const Deadline pd = Deadline::in(std::min(end.left(), budget));
-                const uint32_t peer = static_cast<uint32_t>(std::atoi(m["peer"].c_str()));
-                Outcome<Fd> fd = m["connect"] == "1"
-                                     ? data_connect(m["peer_addr"], static_cast<uint16_t>(std::atoi(m["peer_port"].c_str())),
-                                                    m["tag"], 0, self.secret, pd)
-                                     : data_accept(data_listen->get(), m["tag"], peer, self.secret, pd);
-                if (!fd) errors[m["tag"]].push_back(fd.problem().text());
-                else {
-                    Timed t = timed_ring(pair_bytes, piters, m["connect"] == "1" ? 0 : 1, 2, m["connect"] == "1" ? 0 : 1,
-                                         fd->get(), fd->get(), pd);
-                    if (!t.ok || !t.correct) errors[m["tag"]].push_back(t.error.empty() ? "wrong result" : t.error);
-                    slowest[m["tag"]] = std::max(slowest[m["tag"]], t.seconds);
-                }
+                Fields r = run_pair(own->first, share, budget);
+                const std::string tag = own->first["tag"];
+                if (!r["error"].empty()) errors[tag].push_back(r["error"]);
+                slowest[tag] = std::max(slowest[tag], std::atof(r["seconds"].c_str()));
             }
             for (const auto& [r, tag] : expect) {
                 std::string err;

@@ -68,6 +68,17 @@ std::size_t parse_size(const std::string& v) {
     return static_cast<std::size_t>(n);
 }
 
+// --mode for check and --prolog: a class to expect, never off.
+bool parse_check_mode(const std::string& v, mn::Mode& out, std::string& err) {
+    auto m = mn::parse_mode(v, "--mode");
+    if (!m || *m == mn::Mode::Off) {
+        err = m ? "--mode off has nothing to check" : m.problem().text();
+        return false;
+    }
+    out = *m;
+    return true;
+}
+
 bool parse_seconds(const std::string& v, double& out) {
     char* endp = nullptr;
     out = std::strtod(v.c_str(), &endp);
@@ -109,10 +120,9 @@ int check(const std::vector<std::string>& args) {
                 return usage_error("--iters needs a whole number from 1 to 10000 (got '" + v + "')");
             o.iters = static_cast<int>(n);
         } else if (a == "--mode") {
+            std::string err;
             if (!value(v)) return usage_error("--mode needs a value");
-            auto m = mn::parse_mode(v, "--mode");
-            if (!m || *m == mn::Mode::Off) return usage_error(m ? "--mode off has nothing to check" : m.problem().text());
-            o.mode = *m;
+            if (!parse_check_mode(v, o.mode, err)) return usage_error(err);
         } else {
             return usage_error("unknown argument '" + a + "'");
         }
@@ -135,9 +145,8 @@ int prolog(const std::vector<std::string>& args) {
                 if (!parse_seconds(v, o.timeout))
                     return usage_error("--timeout needs seconds, more than 0 and at most 600 (got '" + v + "')");
             } else {
-                auto m = mn::parse_mode(v, "--mode");
-                if (!m || *m == mn::Mode::Off) return usage_error(m ? "--mode off has nothing to check" : m.problem().text());
-                o.mode = *m;
+                std::string err;
+                if (!parse_check_mode(v, o.mode, err)) return usage_error(err);
             }
         } else {
             return usage_error("unknown argument '" + a + "' for --prolog");

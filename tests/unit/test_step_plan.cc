@@ -82,20 +82,10 @@ static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, 
                                  const Env& user_env = {}, const std::vector<std::string>& argv = {},
                                  const std::vector<std::string>& gpu_list = {}) {
     const uint32_t n = static_cast<uint32_t>(per_node.size());
-    uint32_t total = 0;
-    for (auto t : per_node) total += t;
     auto ids = global_ids(per_node, d);
     std::vector<Env> out;
     for (uint32_t node = 0; node < n; ++node) {
-        StepFacts f;
-        f.job_id = 4242;
-        f.step_id = 1;
-        f.nnodes = n;
-        f.node_id = node;
-        f.local_tasks = per_node[node];
-        f.total_tasks = total;
-        f.nodelist = "node[0-" + std::to_string(n - 1) + "]";
-        f.tasks_per_node = tpn_string(per_node);
+        StepFacts f = facts_for(per_node, node);
         f.argv = argv;
         FakeNetwork net = node_view(node, n);
         EnvLookup env = [&](const std::string& k) -> std::optional<std::string> {
