@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -374,6 +375,10 @@ Fields run_collective(Fields p, const Share& sh) {
     set_phase("TCP ring all-reduce");
     Timed t = timed_ring(std::strtoull(p["bytes"].c_str(), nullptr, 10), std::atoi(p["iters"].c_str()), rank, n, rank,
                          next.get(), prev.get(), sh.end);
+    // Name the ring neighbours: one of them is the likely culprit.
+    if (!t.ok)
+        t.error = "ring from rank " + std::to_string((rank + n - 1) % n) + " to rank " + std::to_string((rank + 1) % n) +
+                  ": " + t.error;
     return {{"ran", t.ok || !t.error.empty() ? "1" : "0"}, {"correct", t.correct ? "1" : "0"}, {"error", t.error},
             {"seconds", num(t.seconds, 9)}};
 }
@@ -467,7 +472,11 @@ int run_check(const CheckOptions& o) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", self.label.c_str(), data_listen.problem().text().c_str());
         return kCheckFailed;
     }
-    const Share share{self, my_devices, data_listen->get(), nccl_log, end};
+    // Data transfers give up 2 s before the control deadline, so a rank
+    // blocked by a stuck peer still reports (naming the peer) and only the
+    // stuck rank stays silent.
+    const Deadline work_end = Deadline::in(std::max(o.timeout * 0.5, o.timeout - 2.5));
+    const Share share{self, my_devices, data_listen->get(), nccl_log, work_end};
     Fields hello{{"rank", std::to_string(self.rank)},
                  {"node", std::to_string(self.node)},
                  {"label", self.label},
@@ -701,13 +710,21 @@ int run_check(const CheckOptions& o) {
     set_phase(gpu_path ? "NCCL init and all-reduce" : "ring connect");
     for (uint32_t r = 1; r < self.world; ++r) wire::send_msg(members[r].ctl.get(), plan_for(r), end);
 
-    // Rank 0's own share of the collective.
-    const Fields mine = run_collective(plan_for(0), share);
-    // Everyone's report.
+    // Rank 0's own share runs beside the collection of the others'
+    // reports, so that a rank stuck in NCCL is named instead of hanging
+    // rank 0 with it. The thread only ever outlives run_check when the
+    // process is about to exit on a time-out.
+    auto own_promise = std::make_shared<std::promise<Fields>>();
+    std::future<Fields> own_result = own_promise->get_future();
+    std::thread([own = own_promise, plan = plan_for(0), self, my_devices, listen = data_listen->get(), nccl_log, work_end] {
+        try {
+            own->set_value(run_collective(plan, Share{self, my_devices, listen, nccl_log, work_end}));
+        } catch (const std::exception& e) {
+            own->set_value({{"ran", "0"}, {"error", std::string("internal error: ") + e.what()}});
+        }
+    }).detach();
     std::vector<Fields> results(self.world);
-    results[0] = mine;
     std::vector<bool> reported(self.world, false);
-    reported[0] = true;
     for (uint32_t r = 1; r < self.world; ++r) {
         set_phase("collecting results", "waiting for rank " + std::to_string(r) + " (" + members[r].hello["label"] + ")");
         std::string err;
@@ -716,6 +733,10 @@ int run_check(const CheckOptions& o) {
             results[r] = *m;
             reported[r] = true;
         }
+    }
+    if (own_result.wait_until(end.at) == std::future_status::ready) {
+        results[0] = own_result.get();
+        reported[0] = true;
     }
     std::vector<uint32_t> silent;
     for (uint32_t r = 0; r < self.world; ++r)
@@ -752,8 +773,11 @@ int run_check(const CheckOptions& o) {
         if (!f["pair_error"].empty()) rep.notes.push_back("pair tests skipped: " + f["pair_error"]);
     }
     if (!silent.empty()) {
-        rep.timed_out = "collective: ranks " + rank_ranges(silent) + " did not report within --timeout " +
-                        num(o.timeout, -1) + " s";
+        for (uint32_t r : silent)
+            rep.nodes[members[r].node_index].problems.push_back("rank " + std::to_string(r) +
+                                                                " never finished the all-reduce (stuck or stopped)");
+        rep.timed_out = std::string("collective: ") + (silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(silent) +
+                        " did not report within --timeout " + num(o.timeout, -1) + " s";
         return finish(kTimeout);
     }
     rep.coll.ran = all_ran;

@@ -171,7 +171,7 @@ void judge(PreflightReport& r) {
     if (r.coll.ran && !r.coll.correct)
         r.problems.push_back("the all-reduce result was wrong" + (r.coll.error.empty() ? "" : ": " + r.coll.error));
     else if (!r.coll.ran && !r.coll.error.empty())
-        r.problems.push_back("the all-reduce did not run: " + r.coll.error);
+        r.problems.push_back("the all-reduce did not complete: " + r.coll.error);
     if (r.coll.ran && r.min_busbw && r.coll.busbw_gbps < *r.min_busbw)
         r.problems.push_back("all-reduce busbw " + num(r.coll.busbw_gbps) + " GB/s is below --min-busbw " +
                              num(*r.min_busbw) + " GB/s");

@@ -69,6 +69,19 @@ t_rank_never_arrives() {
   pass "$name"
 }
 
+t_rank_stuck_in_collective() {
+  local name="a rank stopped in the middle of the all-reduce: time-out, exit 3, that rank named, its neighbours' errors shown"
+  local t0=$SECONDS
+  run srun -N3 -n3 --mn-nccl bash -c "
+    if [ \$SLURM_PROCID = 2 ]; then
+      $PF --timeout 10 --size 64M --iters 50 & pid=\$!; sleep 2; kill -STOP \$pid; sleep 11; kill -CONT \$pid; wait
+    else exec $PF --timeout 10 --size 64M --iters 50; fi"
+  [ $RC -eq 3 ] && has 'time-out: collective: rank 2 did not report' && has 'ring from rank 0 to rank 2: time ran out' &&
+    row node2 | grep -q 'rank 2 never finished the all-reduce' &&
+    [ $((SECONDS - t0)) -lt 40 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
 t_wrong_secret() {
   local name="a rank without the step's secret is refused by rank 0 (named), and the check times out"
   run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
