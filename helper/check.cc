@@ -890,7 +890,10 @@ int run_prolog(const PrologOptions& o) {
     auto choice = choose_fabric(ports, o.mode);
     std::string fabric = "?";
     if (!choice) {
-        problems.push_back(choice.problem().what);
+        // The rule's text names the plugin's option; here it was --mode.
+        std::string what = choice.problem().what;
+        if (what.rfind("--mn-nccl=", 0) == 0) what = "--mode " + what.substr(10);
+        problems.push_back(what);
     } else {
         fabric = choice->fabric;
         // RDMA hardware with not one usable port: the node is cut off from
