@@ -1,5 +1,7 @@
 #include "gpu.h"
 
+#include "lib/preflight.h"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -8,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <set>
+#include <iterator>
 
 namespace mn::gpu {
 namespace {
@@ -148,19 +150,9 @@ std::string check(const std::vector<float>& h, int nranks) {
 }
 
 std::vector<std::string> transports_in(const std::string& path) {
-    std::set<std::string> seen;
     std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-        const std::size_t via = line.find(" via ");
-        if (via == std::string::npos || line.find("Channel") == std::string::npos) continue;
-        std::string t = line.substr(via + 5);
-        // NET/IB/0, NET/Socket/1, P2P/CUMEM/read, SHM/direct/direct -> two parts.
-        std::size_t s1 = t.find('/');
-        std::size_t s2 = s1 == std::string::npos ? s1 : t.find_first_of("/ ", s1 + 1);
-        seen.insert(t.substr(0, s2));
-    }
-    return {seen.begin(), seen.end()};
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return nccl_transports(text);
 }
 
 }  // namespace

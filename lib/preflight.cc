@@ -1,6 +1,7 @@
 #include "preflight.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 
@@ -184,6 +185,28 @@ void judge(PreflightReport& r) {
     } else {
         r.code = r.problems.empty() ? kPass : kCheckFailed;
     }
+}
+
+std::vector<std::string> nccl_transports(const std::string& log) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start < log.size()) {
+        std::size_t nl = log.find('\n', start);
+        if (nl == std::string::npos) nl = log.size();
+        const std::string line = log.substr(start, nl - start);
+        start = nl + 1;
+        const std::size_t via = line.find(" via ");
+        if (via == std::string::npos || line.find("Channel") == std::string::npos) continue;
+        const std::string t = line.substr(via + 5);
+        // Kind and name only: NET/IB/0/GDRDMA, P2P/CUMEM/read, SHM/direct/direct.
+        const std::size_t s1 = t.find('/');
+        const std::size_t s2 = s1 == std::string::npos ? s1 : t.find_first_of("/ ", s1 + 1);
+        std::string kind = t.substr(0, s2);
+        while (!kind.empty() && std::isspace(static_cast<unsigned char>(kind.back()))) kind.pop_back();
+        if (!kind.empty() && std::find(out.begin(), out.end(), kind) == out.end()) out.push_back(kind);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 std::string rank_ranges(std::vector<uint32_t> ranks) {

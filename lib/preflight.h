@@ -97,6 +97,10 @@ void judge(PreflightReport& r);
 std::string report_table(const PreflightReport& r);
 std::string report_json(const PreflightReport& r);
 
+// The transports in NCCL's INFO log ("Channel 00/0 : 0[0] -> 1[1] [send]
+// via NET/IB/0/GDRDMA" -> "NET/IB"), distinct and sorted.
+std::vector<std::string> nccl_transports(const std::string& log);
+
 // "0-3,6" for a rank list.
 std::string rank_ranges(std::vector<uint32_t> ranks);
 

@@ -179,6 +179,28 @@ static void rdma_node_falling_back_to_sockets_fails(void**) {
     assert_int_equal(r.code, kPass);
 }
 
+static void transports_from_nccl_log(void**) {
+    // Lines as NCCL 2.28.9 wrote them on nvidia-h200-x4 under --mn-emulate-nodes=2.
+    const std::string log =
+        "vm:2841:2841 [0] NCCL INFO Bootstrap: Using eth0:192.0.2.2<0>\n"
+        "vm:2841:2841 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n"
+        "vm:1652:1652 [0] NCCL INFO Channel 00/0 : 1[1] -> 0[0] [receive] via NET/Socket/0\n"
+        "vm:1652:1652 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[1] [send] via NET/Socket/0\n"
+        "x:1:1 [0] NCCL INFO Channel 02/0 : 3[3] -> 0[0] [send] via NET/IB/0/GDRDMA\n"
+        "x:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/direct pointer\n"
+        "x:1:1 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct\n"
+        "x:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>\n";
+    auto t = nccl_transports(log);
+    assert_int_equal(t.size(), 5);
+    assert_str(t[0], "NET/IB");
+    assert_str(t[1], "NET/Socket");
+    assert_str(t[2], "P2P/CUMEM");
+    assert_str(t[3], "P2P/direct");
+    assert_str(t[4], "SHM/direct");
+    assert_int_equal(nccl_transports("").size(), 0);
+    assert_int_equal(nccl_transports("garbage via\nChannel without the word").size(), 0);
+}
+
 static void ranges(void**) {
     assert_str(rank_ranges({0, 1, 2, 3, 6}), "0-3,6");
     assert_str(rank_ranges({5}), "5");
@@ -196,6 +218,7 @@ int main() {
         cmocka_unit_test(slow_node_is_named_healthy_ones_are_not),
         cmocka_unit_test(judge_sets_code_and_verdicts),
         cmocka_unit_test(rdma_node_falling_back_to_sockets_fails),
+        cmocka_unit_test(transports_from_nccl_log),
         cmocka_unit_test(ranges),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
