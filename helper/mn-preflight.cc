@@ -30,7 +30,7 @@ const char kUsage[] =
     "                 fabric consistency between nodes, and pair tests that name a slow node.\n"
     "                 Rank 0 prints a table and PASS or FAIL; every rank exits with the verdict.\n"
     "  --cpu | --gpu     force the path (default: GPU when every rank has CUDA, NCCL and a GPU)\n"
-    "  --timeout S       the whole check's budget, at most 600 (default 60); never hangs past it\n"
+    "  --timeout S       the whole check's budget, 1 to 600 s (default 60); never hangs past it\n"
     "  --min-busbw GBPS  fail below this all-reduce busbw; name nodes whose pairs run below it\n"
     "  --size BYTES      all-reduce size, K/M/G suffixes (default 64M on GPUs, 4M on CPUs)\n"
     "  --iters N         timed iterations (default 20 on GPUs, 5 on CPUs)\n"
@@ -82,7 +82,7 @@ bool parse_check_mode(const std::string& v, mn::Mode& out, std::string& err) {
 bool parse_seconds(const std::string& v, double& out) {
     char* endp = nullptr;
     out = std::strtod(v.c_str(), &endp);
-    return !v.empty() && *endp == '\0' && out > 0 && out <= 600;
+    return !v.empty() && *endp == '\0' && out >= 1 && out <= 600;
 }
 
 int check(const std::vector<std::string>& args) {
@@ -101,7 +101,7 @@ int check(const std::vector<std::string>& args) {
         else if (a == "--no-pairs") o.pairs = false;
         else if (a == "--timeout") {
             if (!value(v) || !parse_seconds(v, o.timeout))
-                return usage_error("--timeout needs seconds, more than 0 and at most 600 (got '" + v + "')");
+                return usage_error("--timeout needs seconds, from 1 to 600 (got '" + v + "')");
         } else if (a == "--min-busbw") {
             double b = 0;
             char* endp = nullptr;
@@ -143,7 +143,7 @@ int prolog(const std::vector<std::string>& args) {
                 o.reason_file = v;
             } else if (a == "--timeout") {
                 if (!parse_seconds(v, o.timeout))
-                    return usage_error("--timeout needs seconds, more than 0 and at most 600 (got '" + v + "')");
+                    return usage_error("--timeout needs seconds, from 1 to 600 (got '" + v + "')");
             } else {
                 std::string err;
                 if (!parse_check_mode(v, o.mode, err)) return usage_error(err);

@@ -105,7 +105,7 @@ t_secret_per_step() {
 t_bad_options() {
   local name="bad options and a missing step: exit 2, each naming the option or variable and the fix"
   local ok=1
-  "$PF" --timeout 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has '--timeout needs seconds, more than 0 and at most 600' || ok=0
+  "$PF" --timeout 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has '--timeout needs seconds, from 1 to 600' || ok=0
   "$PF" --size 12 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--size needs 4K to 8G, e.g. --size 64M \(got '12'\)" || ok=0
   "$PF" --min-busbw fast >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--min-busbw needs a bandwidth in GB/s" || ok=0
   "$PF" --iters 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--iters needs a whole number from 1 to 10000" || ok=0
