@@ -868,6 +868,10 @@ int run_check(const CheckOptions& o) {
                 else if (slowest[tag] > 0) pr.busbw_gbps = allreduce_busbw(pair_bytes / slowest[tag] / 1e9, 2);
                 rep.pairs.push_back(pr);
             }
+            // A long check (slow links, many rounds) shows it is moving.
+            if (rounds.size() > 3 || now_s() - start > 5)
+                progress(self, "pair round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()) +
+                                   " done (" + num(now_s() - start) + " s)");
         }
         if (!rounds.empty())
             progress(self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
