@@ -28,6 +28,7 @@
 #include "lib/preflight.h"
 #include "lib/sha256.h"
 #include "lib/step_plan.h"
+#include "lib/text.h"
 #include "lib/verbs.h"
 
 namespace mn {
@@ -49,13 +50,6 @@ std::string host_name() {
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string num(double v, int precision = 2) {  // -1: %g
-    char b[48];
-    if (precision < 0) std::snprintf(b, sizeof b, "%g", v);
-    else std::snprintf(b, sizeof b, "%.*f", precision, v);
-    return b;
 }
 
 unsigned interface_mtu(const std::string& ifname) {
@@ -171,18 +165,6 @@ LocalFacts local_facts(Mode mode, const std::string& master) {
 
 // ---- the CPU path: a ring all-reduce over TCP ------------------------------
 
-void fill(std::vector<float>& v, uint32_t rank) {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * (1 + i % 7));
-}
-
-std::string check_sum(const std::vector<float>& v, uint32_t n) {
-    const double s = double(n) * (n + 1) / 2;
-    for (std::size_t i = 0; i < v.size(); ++i)
-        if (v[i] != static_cast<float>(s * (1 + i % 7)))
-            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(s * (1 + i % 7), -1);
-    return "";
-}
-
 // One ring all-reduce (reduce-scatter, then all-gather) of `buf` among n
 // members; this one is at position `pos`, sending to next and receiving
 // from prev (one socket when n == 2).
@@ -219,10 +201,10 @@ Timed timed_ring(std::size_t bytes, int iters, uint32_t pos, uint32_t n, uint32_
                  const Deadline& d) {
     Timed t;
     std::vector<float> buf(bytes / 4);
-    fill(buf, fill_rank);
+    fill_pattern(buf, fill_rank);
     if (!ring_allreduce(buf, pos, n, next_fd, prev_fd, d, &t.error)) return t;
-    // fill_rank is the position: sums over 0..n-1, as check_sum expects.
-    t.error = check_sum(buf, n);
+    // fill_rank is the position: sums over 0..n-1, as check_pattern expects.
+    t.error = check_pattern(buf, n);
     t.correct = t.error.empty();
     const double t0 = now_s();
     for (int i = 0; i < iters; ++i)
@@ -320,18 +302,7 @@ struct Share {
 
 std::vector<double> split_numbers(const std::string& csv) {
     std::vector<double> out;
-    for (std::size_t i = 0; i < csv.size();) {
-        std::size_t j = csv.find(',', i);
-        if (j == std::string::npos) j = csv.size();
-        if (j > i) out.push_back(std::atof(csv.substr(i, j - i).c_str()));
-        i = j + 1;
-    }
-    return out;
-}
-
-std::string join(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    for (const std::string& x : split_list(csv)) out.push_back(std::atof(x.c_str()));
     return out;
 }
 
@@ -357,8 +328,8 @@ Fields run_collective(Fields p, const Share& sh) {
         std::vector<std::string> ps;
         for (double x : r.pair_seconds) ps.push_back(num(x, 9));
         return {{"ran", r.ran ? "1" : "0"}, {"correct", r.correct ? "1" : "0"}, {"error", r.error},
-                {"seconds", num(r.seconds, 9)}, {"init", num(r.init_seconds, 6)}, {"transports", join(r.transports)},
-                {"pair_seconds", join(ps)}, {"pair_error", r.pair_error}};
+                {"seconds", num(r.seconds, 9)}, {"init", num(r.init_seconds, 6)}, {"transports", join_list(r.transports)},
+                {"pair_seconds", join_list(ps)}, {"pair_error", r.pair_error}};
     }
     set_phase("ring connect");
     const uint32_t n = sh.self.world, rank = sh.self.rank;
@@ -756,19 +727,14 @@ int run_check(const CheckOptions& o) {
         }
         worst = std::max(worst, std::atof(f["seconds"].c_str()));
         init = std::max(init, std::atof(f["init"].c_str()));
-        const std::string t = f["transports"];
-        for (std::size_t i = 0; i < t.size();) {
-            std::size_t j = t.find(',', i);
-            if (j == std::string::npos) j = t.size();
-            const std::string x = t.substr(i, j - i);
+        for (const std::string& x : split_list(f["transports"])) {
             if (x.rfind("NET/", 0) == 0) {
                 inter.insert(x);
                 if (n.inter_transport.find(x) == std::string::npos)
                     n.inter_transport += (n.inter_transport.empty() ? "" : ",") + x;
-            } else if (!x.empty()) {
+            } else {
                 intra.insert(x);
             }
-            i = j + 1;
         }
         if (!f["pair_error"].empty()) rep.notes.push_back("pair tests skipped: " + f["pair_error"]);
     }
@@ -786,8 +752,8 @@ int run_check(const CheckOptions& o) {
     rep.coll.init_seconds = init;
     rep.coll.algbw_gbps = worst > 0 ? bytes / worst / 1e9 : 0;
     rep.coll.busbw_gbps = allreduce_busbw(rep.coll.algbw_gbps, rep.coll.nranks);
-    for (const auto& x : inter) rep.coll.inter_transport += (rep.coll.inter_transport.empty() ? "" : ",") + x;
-    for (const auto& x : intra) rep.coll.intra_transport += (rep.coll.intra_transport.empty() ? "" : ",") + x;
+    rep.coll.inter_transport = join_list({inter.begin(), inter.end()});
+    rep.coll.intra_transport = join_list({intra.begin(), intra.end()});
     progress(self, "all-reduce: busbw " + num(rep.coll.busbw_gbps) + " GB/s, result " +
                        (rep.coll.correct ? "correct" : "WRONG") + " (" + num(now_s() - start) + " s)");
 

@@ -3,19 +3,10 @@
 #include <cstdio>
 
 #include "lib/json.h"
+#include "lib/text.h"
 
 namespace mn {
 
-static std::string num(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-}
-
-static std::string pad(std::string s, std::size_t w) {
-    if (s.size() < w) s.append(w - s.size(), ' ');
-    return s + " ";
-}
 
 std::string discover_text(const DiscoverReport& r) {
     std::string out = "# mn-preflight discover on " + r.host + " (mode " + to_string(r.mode) + ", sysfs " +
@@ -25,7 +16,7 @@ std::string discover_text(const DiscoverReport& r) {
     for (const auto& v : r.choice.ports) {
         const RdmaPort& p = v.port;
         out += "  " + pad(p.name(), 11) + pad(p.state.empty() ? "?" : p.state, 7) +
-               pad(p.link_layer.empty() ? "?" : p.link_layer, 10) + pad(p.rate_gbps > 0 ? num(p.rate_gbps) : "?", 5) +
+               pad(p.link_layer.empty() ? "?" : p.link_layer, 10) + pad(p.rate_gbps > 0 ? num(p.rate_gbps, -1) : "?", 5) +
                pad(p.netdev.empty() ? "-" : p.netdev, 12) + pad(p.mtu ? std::to_string(p.mtu) : "-", 5) +
                pad(p.gid_index ? std::to_string(*p.gid_index) : "-", 3) + pad(v.chosen ? "yes" : "no", 6) + v.reason +
                "\n";
@@ -59,7 +50,7 @@ std::string discover_json(const DiscoverReport& r) {
         const RdmaPort& p = v.port;
         out += std::string(first ? "" : ",") + "{\"hca\":" + json_string(p.hca) + ",\"port\":" + std::to_string(p.port) +
                ",\"state\":" + json_string(p.state) + ",\"link_layer\":" + json_string(p.link_layer) +
-               ",\"rate_gbps\":" + num(p.rate_gbps) + ",\"netdev\":" + json_string(p.netdev) +
+               ",\"rate_gbps\":" + num(p.rate_gbps, -1) + ",\"netdev\":" + json_string(p.netdev) +
                ",\"mtu\":" + std::to_string(p.mtu) +
                ",\"gid_index\":" + (p.gid_index ? std::to_string(*p.gid_index) : "null") +
                ",\"chosen\":" + (v.chosen ? "true" : "false") + ",\"reason\":" + json_string(v.reason) + "}";

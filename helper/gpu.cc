@@ -132,23 +132,6 @@ struct Lane {
     CUdeviceptr buf = 0;
 };
 
-// Values whose sum over n ranks is exact in float32: rank r holds
-// (r+1) * (1 + i % 7) at element i.
-void fill(std::vector<float>& h, int rank) {
-    for (std::size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>((rank + 1) * (1 + i % 7));
-}
-
-std::string check(const std::vector<float>& h, int nranks) {
-    const double s = double(nranks) * (nranks + 1) / 2;
-    for (std::size_t i = 0; i < h.size(); ++i) {
-        const double want = s * (1 + i % 7);
-        if (h[i] != static_cast<float>(want))
-            return "element " + std::to_string(i) + " is " + std::to_string(h[i]) + ", expected " +
-                   std::to_string(want);
-    }
-    return "";
-}
-
 std::vector<std::string> transports_in(const std::string& path) {
     std::ifstream in(path);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -238,7 +221,7 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         if (r == 0) r = x.cuStreamCreate(&ln.stream, 1);
         if (r == 0) r = x.cuMemAlloc(&ln.buf, job.bytes);
         if (r == 0) {
-            fill(host, job.first_rank + static_cast<int>(l));
+            fill_pattern(host, static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l));
             r = x.cuMemcpyHtoD(ln.buf, host.data(), job.bytes);
         }
         if (r != 0) {
@@ -289,7 +272,7 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     for (auto& ln : lanes) {
         x.cuCtxSetCurrent(ln.ctx);
         x.cuMemcpyDtoH(host.data(), ln.buf, job.bytes);
-        if (std::string bad = check(host, job.nranks); !bad.empty()) {
+        if (std::string bad = check_pattern(host, static_cast<uint32_t>(job.nranks)); !bad.empty()) {
             res.correct = false;
             res.error = describe(ln.dev) + ": wrong all-reduce result, " + bad;
             break;
@@ -369,7 +352,7 @@ std::string local_check(double budget_seconds) {
     Api& x = api();
     constexpr std::size_t kBytes = 16 << 20;
     std::vector<float> host(kBytes / sizeof(float)), back(host.size());
-    fill(host, 0);
+    fill_pattern(host, 0);
     std::vector<int> devs;
     for (int i = 0; i < a.devices; ++i) {
         CUdevice d = 0;

@@ -1,5 +1,7 @@
 #include "wire.h"
 
+#include "lib/text.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -199,14 +201,9 @@ std::string encode(const Fields& f) {
 
 Fields decode(const std::string& text) {
     Fields f;
-    std::size_t start = 0;
-    while (start < text.size()) {
-        std::size_t nl = text.find('\n', start);
-        if (nl == std::string::npos) nl = text.size();
-        const std::string line = text.substr(start, nl - start);
+    for (const std::string& line : split_list(text, '\n')) {
         const std::size_t eq = line.find('=');
         if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
-        start = nl + 1;
     }
     return f;
 }

@@ -6,16 +6,10 @@
 #include <map>
 
 #include "json.h"
+#include "text.h"
 
 namespace mn {
 namespace {
-
-std::string num(double v, int precision = 2) {  // -1: %g
-    char buf[48];
-    if (precision < 0) std::snprintf(buf, sizeof buf, "%g", v);
-    else std::snprintf(buf, sizeof buf, "%.*f", precision, v);
-    return buf;
-}
 
 // Bandwidths keep three significant digits when small: 0.0123, not 0.01.
 std::string bw(double gbps) { return gbps >= 10 || gbps == 0 ? num(gbps, 1) : num(gbps, gbps >= 1 ? 2 : 4); }
@@ -25,11 +19,6 @@ double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     const std::size_t n = v.size();
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string pad(std::string s, std::size_t w) {
-    if (s.size() < w) s.append(w - s.size(), ' ');
-    return s + " ";
 }
 
 }  // namespace
@@ -189,12 +178,7 @@ void judge(PreflightReport& r) {
 
 std::vector<std::string> nccl_transports(const std::string& log) {
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start < log.size()) {
-        std::size_t nl = log.find('\n', start);
-        if (nl == std::string::npos) nl = log.size();
-        const std::string line = log.substr(start, nl - start);
-        start = nl + 1;
+    for (const std::string& line : split_list(log, '\n')) {
         const std::size_t via = line.find(" via ");
         if (via == std::string::npos || line.find("Channel") == std::string::npos) continue;
         const std::string t = line.substr(via + 5);
@@ -207,6 +191,18 @@ std::vector<std::string> nccl_transports(const std::string& log) {
     }
     std::sort(out.begin(), out.end());
     return out;
+}
+
+void fill_pattern(std::vector<float>& v, uint32_t rank) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * (1 + i % 7));
+}
+
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks) {
+    const double s = double(nranks) * (nranks + 1) / 2;
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] != static_cast<float>(s * (1 + i % 7)))
+            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(s * (1 + i % 7), -1);
+    return "";
 }
 
 std::string rank_ranges(std::vector<uint32_t> ranks) {

@@ -101,6 +101,13 @@ std::string report_json(const PreflightReport& r);
 // via NET/IB/0/GDRDMA" -> "NET/IB"), distinct and sorted.
 std::vector<std::string> nccl_transports(const std::string& log);
 
+// The all-reduce test pattern, the same on both paths: rank r holds
+// (r+1) * (1 + i % 7) at element i, so the sum over n ranks is exact in
+// float32 and a chunk landing at the wrong offset shows.
+void fill_pattern(std::vector<float>& v, uint32_t rank);
+// "" when v holds the sum over ranks 0..nranks-1, else the first wrong element.
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks);
+
 // "0-3,6" for a rank list.
 std::string rank_ranges(std::vector<uint32_t> ranks);
 

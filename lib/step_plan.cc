@@ -3,6 +3,7 @@
 #include "hostlist.h"
 #include "launcher.h"
 #include "netprobe.h"
+#include "text.h"
 
 namespace mn {
 
@@ -167,16 +168,9 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
 }
 
 std::vector<std::string> split_gpu_list(const std::string& cuda_visible) {
-    std::vector<std::string> out;
-    if (cuda_visible.empty() || cuda_visible == "NoDevFiles") return out;
-    std::size_t start = 0;
-    while (start <= cuda_visible.size()) {
-        std::size_t comma = cuda_visible.find(',', start);
-        if (comma == std::string::npos) comma = cuda_visible.size();
-        if (comma > start) out.push_back(cuda_visible.substr(start, comma - start));
-        start = comma + 1;
-    }
-    return out;
+    // NoDevFiles is what Slurm writes when the step has no GPU.
+    if (cuda_visible == "NoDevFiles") return {};
+    return split_list(cuda_visible);
 }
 
 std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task) {

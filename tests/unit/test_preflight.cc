@@ -201,6 +201,18 @@ static void transports_from_nccl_log(void**) {
     assert_int_equal(nccl_transports("garbage via\nChannel without the word").size(), 0);
 }
 
+static void test_pattern_sums_and_names_a_bad_element(void**) {
+    std::vector<float> sum(20, 0), one(20);
+    for (uint32_t r = 0; r < 4; ++r) {
+        fill_pattern(one, r);
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += one[i];
+    }
+    assert_str(check_pattern(sum, 4), "");
+    assert_contains(check_pattern(sum, 3), "element 0 is 10, expected 6");
+    sum[9] += 1;
+    assert_contains(check_pattern(sum, 4), "element 9 is 31, expected 30");
+}
+
 static void ranges(void**) {
     assert_str(rank_ranges({0, 1, 2, 3, 6}), "0-3,6");
     assert_str(rank_ranges({5}), "5");
@@ -219,6 +231,7 @@ int main() {
         cmocka_unit_test(judge_sets_code_and_verdicts),
         cmocka_unit_test(rdma_node_falling_back_to_sockets_fails),
         cmocka_unit_test(transports_from_nccl_log),
+        cmocka_unit_test(test_pattern_sums_and_names_a_bad_element),
         cmocka_unit_test(ranges),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
