@@ -136,11 +136,7 @@ struct LocalFacts {
 
 LocalFacts local_facts(Mode mode, const std::string& master) {
     LocalFacts f;
-    const EnvLookup env = [](const std::string& n) -> std::optional<std::string> {
-        const char* v = std::getenv(n.c_str());
-        return v ? std::optional<std::string>(v) : std::nullopt;
-    };
-    auto choice = choose_fabric(discover_ports(sysfs_root(env, SiteConfig{})), mode);
+    auto choice = choose_fabric(discover_ports(sysfs_root(process_env(), SiteConfig{})), mode);
     if (!choice) {
         f.problems.push_back(choice.problem().text());
         f.sig.fabric = "?";
@@ -155,10 +151,7 @@ LocalFacts local_facts(Mode mode, const std::string& master) {
         }
         f.sig.mtu = mtu;
     }
-    if (auto a = Ipv4::parse(master)) {
-        auto ifs = local_interfaces();
-        if (auto c = choose_interface(*a, ifs, route_source(*a))) f.ifname = c->name;
-    }
+    f.ifname = interface_towards(master, SystemNetwork{});
     if (f.sig.fabric == "socket") f.sig.mtu = interface_mtu(f.ifname);
     return f;
 }
@@ -852,11 +845,7 @@ int run_prolog(const PrologOptions& o) {
     self.label = host;
     start_watchdog(o.timeout, self, o.json);
     std::vector<std::string> problems, notes;
-    const EnvLookup env = [](const std::string& n) -> std::optional<std::string> {
-        const char* v = std::getenv(n.c_str());
-        return v ? std::optional<std::string>(v) : std::nullopt;
-    };
-    const auto ports = discover_ports(sysfs_root(env, SiteConfig{}));
+    const auto ports = discover_ports(sysfs_root(process_env(), SiteConfig{}));
     auto choice = choose_fabric(ports, o.mode);
     std::string fabric = "?";
     if (!choice) {

@@ -12,7 +12,6 @@
 #include "config.h"
 #include "helper/check.h"
 #include "helper/discover.h"
-#include "lib/netprobe.h"
 #include "lib/step_plan.h"
 #include "lib/verbs.h"
 
@@ -177,10 +176,7 @@ int discover(const std::vector<std::string>& args) {
             return usage_error("unknown argument '" + a + "'");
         }
     }
-    const mn::EnvLookup env = [](const std::string& n) -> std::optional<std::string> {
-        const char* v = std::getenv(n.c_str());
-        return v ? std::optional<std::string>(v) : std::nullopt;
-    };
+    const mn::EnvLookup env = mn::process_env();
     r.host = host_name();
     r.sysfs_root = !root.empty() ? root : mn::sysfs_root(env, mn::SiteConfig{});
     auto choice = mn::choose_fabric(mn::discover_ports(r.sysfs_root), r.mode);
@@ -192,12 +188,10 @@ int discover(const std::vector<std::string>& args) {
     r.locality = mn::gpu_locality(r.sysfs_root, r.choice);
     // Under srun --mn-nccl the socket interface is the one towards MASTER_ADDR.
     if (auto master = env("MASTER_ADDR")) {
-        if (auto addr = mn::Ipv4::parse(*master)) {
-            auto ifs = mn::local_interfaces();
-            if (auto c = mn::choose_interface(*addr, ifs, mn::route_source(*addr))) {
-                r.env.push_back({"NCCL_SOCKET_IFNAME", "=" + c->name});
-                r.env.push_back({"GLOO_SOCKET_IFNAME", c->name});
-            }
+        const std::string ifname = mn::interface_towards(*master, mn::SystemNetwork{});
+        if (!ifname.empty()) {
+            r.env.push_back({"NCCL_SOCKET_IFNAME", "=" + ifname});
+            r.env.push_back({"GLOO_SOCKET_IFNAME", ifname});
         }
     }
     for (const auto& kv : r.choice.env) r.env.push_back(kv);

@@ -1,5 +1,7 @@
 #include "step_plan.h"
 
+#include <cstdlib>
+
 #include "hostlist.h"
 #include "launcher.h"
 #include "netprobe.h"
@@ -251,6 +253,20 @@ std::string explain_line(const StepPlan& plan, const std::string& hostname) {
            "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
            std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
            " (" + plan.why_ifname + ")" + fabric + (plan.locality.empty() ? "" : "; locality: " + plan.locality);
+}
+
+EnvLookup process_env() {
+    return [](const std::string& n) -> std::optional<std::string> {
+        const char* v = std::getenv(n.c_str());
+        return v ? std::optional<std::string>(v) : std::nullopt;
+    };
+}
+
+std::string interface_towards(const std::string& master_addr, const NetworkView& net) {
+    auto addr = Ipv4::parse(master_addr);
+    if (!addr) return "";
+    auto c = choose_interface(*addr, net.interfaces(), net.route_source(*addr));
+    return c ? c->name : "";
 }
 
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {

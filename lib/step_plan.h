@@ -27,6 +27,8 @@ struct UserChoice {
 
 // Looks a variable up in the step's environment.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+// This process's own environment (mn-preflight, outside slurmstepd).
+EnvLookup process_env();
 
 // The network as a node sees it; the real one is SystemNetwork, tests give
 // their own.
@@ -71,6 +73,10 @@ struct StepPlan {
 // Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's
 // sysfs_root, else /sys.
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site);
+
+// The interface that carries this node's route to MASTER_ADDR (an IPv4
+// address), as the plugin chooses it; "" when there is none.
+std::string interface_towards(const std::string& master_addr, const NetworkView& net);
 
 Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
                             const EnvLookup& env, const NetworkView& net);

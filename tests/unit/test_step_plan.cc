@@ -388,6 +388,13 @@ static void emulate_refuses_what_does_not_divide(void**) {
     assert_false(as_map(task_environment(*plain, TaskFacts{0, 0, 4, {"0", "1", "2", "3"}})).count("NCCL_HOSTID"));
 }
 
+static void interface_towards_master(void**) {
+    FakeNetwork net = node_view(1, 3);
+    assert_str(interface_towards("10.0.0.10", net), "eth0");  // the route to node 0
+    assert_str(interface_towards("node0", net), "");          // an address, not a name
+    assert_str(interface_towards("", net), "");
+}
+
 static void gpu_lists(void**) {
     assert_int_equal(split_gpu_list("0,1,2,3").size(), 4);
     assert_str(split_gpu_list("2,3")[1], "3");
@@ -418,6 +425,7 @@ int main() {
         cmocka_unit_test(emulate_without_gpus_splits_tasks_only),
         cmocka_unit_test(emulate_refuses_what_does_not_divide),
         cmocka_unit_test(gpu_lists),
+        cmocka_unit_test(interface_towards_master),
     };
     return cmocka_run_group_tests_name("step_plan", tests, nullptr, nullptr);
 }
