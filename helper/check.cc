@@ -753,6 +753,8 @@ int run_check(const CheckOptions& o) {
     // ---- pairs -------------------------------------------------------------
     if (gpu_path) {
         // Each rank timed its pair rounds; a pair's time is its slowest rank's.
+        std::vector<std::vector<double>> pair_secs(self.world);  // [rank][round]
+        for (uint32_t r = 0; r < self.world; ++r) pair_secs[r] = split_numbers(results[r]["pair_seconds"]);
         for (std::size_t k = 0; k < rounds.size(); ++k)
             for (std::size_t q = 0; q < rounds[k].size(); ++q) {
                 PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, ""};
@@ -761,13 +763,8 @@ int run_check(const CheckOptions& o) {
                 for (uint32_t r = 0; r < self.world; ++r) {
                     if (members[r].node_index != pr.a && members[r].node_index != pr.b) continue;
                     nr += static_cast<uint32_t>(std::max(1, std::atoi(members[r].hello["lanes"].c_str())));
-                    // This rank's list has one entry per round it was in, in order.
-                    const std::vector<double> secs = split_numbers(results[r]["pair_seconds"]);
-                    std::size_t idx = 0;
-                    for (std::size_t kk = 0; kk < k; ++kk)
-                        for (const auto& pp : rounds[kk])
-                            if (pp.first == members[r].node_index || pp.second == members[r].node_index) ++idx;
-                    if (idx < secs.size()) slowest = std::max(slowest, secs[idx] > 0 ? secs[idx] : 1e9);
+                    const std::vector<double>& secs = pair_secs[r];
+                    if (k < secs.size()) slowest = std::max(slowest, secs[k] > 0 ? secs[k] : 1e9);
                     else pr.error = "no timing from rank " + std::to_string(r);
                 }
                 if (slowest >= 1e9) pr.error = "the pair's all-reduce failed";

@@ -312,7 +312,10 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
             res.pair_error = "ncclCommSplit: " + nccl_error(rc);
             break;
         }
-        if (color < 0) continue;
+        if (color < 0) {
+            res.pair_seconds.push_back(-1);
+            continue;
+        }
         auto pair_round = [&]() {
             int r2 = x.ncclGroupStart();
             for (std::size_t l = 0; l < lanes.size(); ++l) {

@@ -37,7 +37,8 @@ struct AllreduceResult {
     double init_seconds = 0;
     double seconds = 0;    // per iteration, averaged over the timed loop
     std::vector<std::string> transports;  // "NET/Socket", "P2P/CUMEM", ... from NCCL's own log
-    // For each pair round this rank was in: seconds per iteration (0 on error).
+    // For each pair round: seconds per iteration, 0 on error, -1 when this
+    // rank was in no pair that round.
     std::vector<double> pair_seconds;
     std::string pair_error;
 };

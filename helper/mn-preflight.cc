@@ -78,10 +78,14 @@ bool parse_check_mode(const std::string& v, mn::Mode& out, std::string& err) {
     return true;
 }
 
-bool parse_seconds(const std::string& v, double& out) {
+// --timeout for check and --prolog: "" when v is 1 to 600 seconds.
+std::string parse_timeout(const std::string& v, double& out) {
     char* endp = nullptr;
-    out = std::strtod(v.c_str(), &endp);
-    return !v.empty() && *endp == '\0' && out >= 1 && out <= 600;
+    const double t = std::strtod(v.c_str(), &endp);
+    if (v.empty() || *endp != '\0' || !(t >= 1 && t <= 600))
+        return "--timeout needs seconds, from 1 to 600 (got '" + v + "')";
+    out = t;
+    return "";
 }
 
 int check(const std::vector<std::string>& args) {
@@ -99,8 +103,8 @@ int check(const std::vector<std::string>& args) {
         else if (a == "--json") o.json = true;
         else if (a == "--no-pairs") o.pairs = false;
         else if (a == "--timeout") {
-            if (!value(v) || !parse_seconds(v, o.timeout))
-                return usage_error("--timeout needs seconds, from 1 to 600 (got '" + v + "')");
+            value(v);
+            if (std::string err = parse_timeout(v, o.timeout); !err.empty()) return usage_error(err);
         } else if (a == "--min-busbw") {
             double b = 0;
             char* endp = nullptr;
@@ -141,8 +145,7 @@ int prolog(const std::vector<std::string>& args) {
             if (a == "--reason-file") {
                 o.reason_file = v;
             } else if (a == "--timeout") {
-                if (!parse_seconds(v, o.timeout))
-                    return usage_error("--timeout needs seconds, from 1 to 600 (got '" + v + "')");
+                if (std::string err = parse_timeout(v, o.timeout); !err.empty()) return usage_error(err);
             } else {
                 std::string err;
                 if (!parse_check_mode(v, o.mode, err)) return usage_error(err);
