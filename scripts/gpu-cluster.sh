@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$(pwd)
+source scripts/slurm-conf.sh
 B=$TOP/.device/slurm
 DIR=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}
 export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -44,42 +45,20 @@ start() {
   mkdir -p "$DIR/run/seed"
   "$B/usr/sbin/munged" -f --key-file="$DIR/munge.key" -S "$DIR/run/munge.sock" --pid-file="$DIR/run/munged.pid" \
     --log-file="$DIR/log/munged.log" --seed-file="$DIR/run/seed/seed"
-  cat >"$DIR/slurm.conf" <<CONF
-ClusterName=mngpu
-SlurmctldHost=$host
+  {
+    echo "ClusterName=mngpu"
+    echo "SlurmctldHost=$host"
+    slurm_conf_common "$DIR"
+    cat <<CONF
 SlurmctldPort=16817
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$DIR/run/munge.sock
 PluginDir=$B/usr/lib/x86_64-linux-gnu/slurm-wlm
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool/%n
-SlurmctldPidFile=$DIR/run/slurmctld.pid
-SlurmdPidFile=$DIR/run/slurmd-%n.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
 TaskProlog=$DIR/task-prolog.sh
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-MailProg=/bin/true
-ReturnToService=2
-SlurmdParameters=config_overrides
-PlugStackConfig=$DIR/plugstack.conf
-GresTypes=gpu
-InactiveLimit=0
-KillWait=5
 NodeName=n0 NodeHostname=$host NodeAddr=127.0.0.1 Port=17001 CPUs=16 RealMemory=1000 Gres=gpu:$half State=UNKNOWN
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=17002 CPUs=16 RealMemory=1000 Gres=gpu:$half State=UNKNOWN
 NodeName=big NodeHostname=$host NodeAddr=127.0.0.1 Port=17003 CPUs=16 RealMemory=1000 Gres=gpu:$ngpu State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
+  } >"$DIR/slurm.conf"
   {
     echo "AutoDetect=off"
     echo "NodeName=n0 Name=gpu File=/dev/nvidia[0-$((half - 1))]"

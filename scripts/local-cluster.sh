@@ -19,6 +19,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
+source "$here/slurm-conf.sh"
 DIR=${MN_CLUSTER_DIR:-/tmp/mn-cluster}
 NODES=${MN_CLUSTER_NODES:-3}
 PLUGIN=${MN_PLUGIN:-$top/spank/.libs/mn_nccl.so}
@@ -39,38 +40,12 @@ write_conf() {
   for g in 0 1 2 3; do
     [ -c "$DIR/gpu/nvidia$g" ] || mknod "$DIR/gpu/nvidia$g" c 1 3
   done
-  cat >"$DIR/slurm.conf" <<EOF
-ClusterName=mnlocal
-SlurmctldHost=ctl($CTL_ADDR)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$DIR/run/munge.sock
-StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool/%n
-SlurmctldPidFile=$DIR/run/slurmctld.pid
-SlurmdPidFile=$DIR/run/slurmd-%n.pid
-SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd-%n.log
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-MailProg=/bin/true
-ReturnToService=2
-SlurmdParameters=config_overrides
-PlugStackConfig=$DIR/plugstack.conf
-GresTypes=gpu
-SlurmctldTimeout=30
-SlurmdTimeout=60
-InactiveLimit=0
-KillWait=5
-EOF
+  {
+    echo "ClusterName=mnlocal"
+    echo "SlurmctldHost=ctl($CTL_ADDR)"
+    slurm_conf_common "$DIR"
+    printf 'SlurmdDebug=info\nSlurmctldTimeout=30\nSlurmdTimeout=60\n'
+  } >"$DIR/slurm.conf"
   # NodeAddr per node: the names resolve differently on each node.
   local i
   for ((i = 0; i < NODES; i++)); do

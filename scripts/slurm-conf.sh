@@ -1,0 +1,34 @@
+# Sourced by local-cluster.sh and gpu-cluster.sh: the slurm.conf lines both
+# clusters share (root daemons, munge on our own socket, no accounting, no
+# cgroups, GPUs as gres), with every file under DIR.
+#   slurm_conf_common DIR
+slurm_conf_common() {
+  local dir=$1
+  cat <<CONF
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/run/munge.sock
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+SlurmdParameters=config_overrides
+PlugStackConfig=$dir/plugstack.conf
+GresTypes=gpu
+InactiveLimit=0
+KillWait=5
+CONF
+}
