@@ -74,12 +74,15 @@ Outcome<PciTopology> load_pci_topology(const std::string& xml_path) {
     hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     // OS devices (mlx5_N) and PCI devices are all we need: skip caches.
     hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
-    if (!xml_path.empty() && hwloc_topology_set_xml(topo, xml_path.c_str()) != 0)
-        return Problem{"hwloc cannot read the topology file " + xml_path,
-                       "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
-    if (hwloc_topology_load(topo) != 0)
-        return Problem{"hwloc could not load the topology" + (xml_path.empty() ? "" : " from " + xml_path),
-                       "run lstopo to see what hwloc reports on this node"};
+    // Depending on hwloc's XML backend (libxml2 or its own), a garbled file
+    // fails at set_xml or only at load: both are the same fault to the user.
+    const bool from_xml = !xml_path.empty();
+    if ((from_xml && hwloc_topology_set_xml(topo, xml_path.c_str()) != 0) || hwloc_topology_load(topo) != 0) {
+        if (from_xml)
+            return Problem{"hwloc cannot read the topology file " + xml_path,
+                           "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
+        return Problem{"hwloc could not load this node's topology", "run lstopo to see what hwloc reports on this node"};
+    }
     PciTopology out;
     for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, nullptr); o; o = hwloc_get_next_pcidev(topo, o)) {
         if (is_gpu(o)) out.gpus.push_back(place(topo, o, ""));

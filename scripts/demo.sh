@@ -12,8 +12,8 @@ trap 'bash "$top/scripts/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 bash scripts/local-cluster.sh plugstack optional default=off
 bash scripts/local-cluster.sh start
 export SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf
-# Debian's torch 1.13 torchrun needs these under Python 3.11 (its own bug).
-export PET_REDIRECTS=1 PET_TEE=1
+# Workarounds for Debian's torch builds (not the plugin's business).
+source "scripts/debian-torch.sh"
 out=$(mktemp /tmp/mn-demo.XXXXXX)
 echo "== sbatch scripts/example-job.sbatch"
 rc=0

@@ -25,7 +25,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+apt-get -o DPkg::Lock::Timeout=900 update -qq
 # Debian's postinst scripts try to start munge/slurm services; there is no
 # init system on CI machines and we run our own daemons, so keep them quiet.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
@@ -33,7 +33,7 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   chmod +x /usr/sbin/policy-rc.d
   trap 'rm -f /usr/sbin/policy-rc.d' EXIT
 fi
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/mn-nccl-apt.log 2>&1 || {
+apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/tmp/mn-nccl-apt.log 2>&1 || {
   tail -30 /tmp/mn-nccl-apt.log >&2
   exit 1
 }

@@ -28,6 +28,11 @@ NET=10.250.0
 BRIDGE=mnbr0
 CTL_ADDR=$NET.1
 
+# Names on the cluster come from its hosts files only: a nameserver of the
+# machine that does not know 10.250.0.x would cost each reverse lookup
+# (slurmd makes them from 24.11 on) a 10 s resolver time-out.
+NO_DNS="[ -e /etc/resolv.conf ] && mount --bind '$DIR/hosts/resolv.conf' /etc/resolv.conf"
+
 node_name() { echo "node$1"; }
 node_addr() { echo "$NET.$((10 + $1))"; }
 
@@ -59,12 +64,16 @@ EOF
   # A plugstack.conf from another checkout would load a stale plugin.
   grep -qF "$PLUGIN" "$DIR/plugstack.conf" 2>/dev/null || write_plugstack required
   # One hosts file per node: its own name on 127.0.1.1 (when asked), the
-  # others on their real addresses, as on a Debian cluster.
+  # others on their real addresses, as on a Debian cluster. The submit host
+  # (this machine, where srun runs) is reached on the bridge: from 24.11 on
+  # slurmctld resolves srun's host name to answer it, retrying for 10 s.
+  local submit
+  submit=$(hostname)
   for ((i = 0; i < NODES; i++)); do
     {
       echo "127.0.0.1 localhost"
       [ "$SELF_LOOPBACK" = 1 ] && echo "127.0.1.1 $(node_name $i)"
-      echo "$CTL_ADDR ctl"
+      echo "$CTL_ADDR ctl $submit"
       local j
       for ((j = 0; j < NODES; j++)); do
         if [ $j -ne $i ] || [ "$SELF_LOOPBACK" != 1 ]; then
@@ -75,9 +84,10 @@ EOF
   done
   {
     echo "127.0.0.1 localhost"
-    echo "$CTL_ADDR ctl"
+    echo "$CTL_ADDR ctl $submit"
     for ((i = 0; i < NODES; i++)); do echo "$(node_addr $i) $(node_name $i)"; done
   } >"$DIR/hosts/ctl"
+  echo "# mn-nccl local cluster: no nameserver, names from /etc/hosts" >"$DIR/hosts/resolv.conf"
 }
 
 write_plugstack() {
@@ -146,6 +156,7 @@ start() {
   stop_quiet
   write_conf
   net_up
+  submit_hosts_add
   # munge with a key and socket of our own
   if [ ! -f "$DIR/munge.key" ]; then
     dd if=/dev/urandom of="$DIR/munge.key" bs=1024 count=1 status=none
@@ -158,13 +169,13 @@ start() {
   export SLURM_CONF=$DIR/slurm.conf
   rm -rf "$DIR/state"/*
   unshare --uts --mount --propagation private sh -c \
-    "hostname ctl; mount --bind '$DIR/hosts/ctl' /etc/hosts; exec slurmctld -i -f '$DIR/slurm.conf'"
+    "hostname ctl; mount --bind '$DIR/hosts/ctl' /etc/hosts; $NO_DNS; exec slurmctld -i -f '$DIR/slurm.conf'"
   local i n
   for ((i = 0; i < NODES; i++)); do
     n=$(node_name $i)
     mkdir -p "$DIR/spool/$n"
     nsenter --net=/var/run/netns/"$n" unshare --uts --mount --propagation private sh -c \
-      "hostname $n; mount --bind '$DIR/hosts/$n' /etc/hosts; exec slurmd -f '$DIR/slurm.conf' -N $n"
+      "hostname $n; mount --bind '$DIR/hosts/$n' /etc/hosts; $NO_DNS; exec slurmd -f '$DIR/slurm.conf' -N $n"
   done
   # Wait for every node to be idle.
   for _ in $(seq 100); do
@@ -179,12 +190,33 @@ start() {
   die "nodes did not become idle; logs in $DIR/log"
 }
 
+# The submit host resolves the node names as a cluster's login node does
+# (DNS or /etc/hosts): from 24.11 on srun looks each node up before it
+# launches, and an unknown name costs a resolver time-out per step. The
+# lines carry a marker and go with stop; the file is edited in place
+# because containers often bind-mount it.
+HOSTS_MARK="# mn-nccl local-cluster"
+submit_hosts_add() {
+  submit_hosts_remove
+  local i lines
+  lines="$CTL_ADDR ctl $HOSTS_MARK"
+  for ((i = 0; i < NODES; i++)); do lines+=$'\n'"$(node_addr $i) $(node_name $i) $HOSTS_MARK"; done
+  printf '%s\n' "$lines" >>/etc/hosts
+}
+submit_hosts_remove() {
+  grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null || return 0
+  local kept
+  kept=$(grep -vF "$HOSTS_MARK" /etc/hosts)
+  printf '%s\n' "$kept" >/etc/hosts
+}
+
 stop_quiet() {
   local f
   for f in "$DIR"/run/slurmd-*.pid; do stop_pidfile "$f"; done
   stop_pidfile "$DIR/run/slurmctld.pid"
   stop_pidfile "$DIR/run/munged.pid"
   net_down
+  submit_hosts_remove
 }
 
 case "${1:-}" in

@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test: CMocka unit tests (make check), then the integration
-# tests on a real local multi-node Slurm. Installs what is missing first.
+# tests on a real local multi-node Slurm of this machine's Debian release,
+# then the same suite on the other supported releases, each in a Debian root
+# of its own (scripts/release-matrix.sh). Installs what is missing first.
+#
+#   scripts/test.sh            everything
+#   scripts/test.sh --here     this machine's release only (what each root runs)
+# MN_RELEASE_MATRIX=0 skips the other releases.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
+here_only=0
+[ "${1:-}" = --here ] && here_only=1
 
 bash scripts/install-deps.sh || exit 1
 bash scripts/build.sh || exit 1
@@ -27,8 +35,12 @@ if [ $unit_rc -ne 0 ]; then
 fi
 
 echo "== integration tests (local multi-node Slurm)"
-# One local cluster at a time (its addresses, ports and namespace names are fixed).
+# One local cluster at a time on a machine (its bridge, addresses and
+# namespace names are fixed): wait for any other test run to finish.
+exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
+flock 9
 trap 'bash "$top/scripts/local-cluster.sh" stop >/dev/null 2>&1' EXIT
+start=$(date +%s)
 if bash scripts/local-cluster.sh start; then
   for t in tests/integration/test_*.sh; do
     bash "$t" 2>&1 | tee /tmp/mn-it.log
@@ -42,7 +54,22 @@ else
   echo "local cluster did not start"
   failed=$((failed + 1))
 fi
+bash scripts/local-cluster.sh stop >/dev/null 2>&1
+trap - EXIT
+exec 9>&-
+echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Version}' slurmd 2>/dev/null)"
+
+matrix_rc=0
+if [ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ]; then
+  # The supported releases other than this machine's own.
+  . /etc/os-release
+  case "${VERSION_CODENAME:-}" in bookworm | trixie) this=$VERSION_CODENAME ;; *) this=sid ;; esac
+  others=()
+  for s in bookworm trixie sid; do [ "$s" = "$this" ] || others+=("$s"); done
+  echo "== the other Slurm releases (${others[*]})"
+  bash scripts/release-matrix.sh "${others[@]}" || matrix_rc=1
+fi
 
 echo
 echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+[ "$failed" -eq 0 ] && [ $matrix_rc -eq 0 ]

@@ -7,8 +7,8 @@ CLUSTER_DIR=${MN_CLUSTER_DIR:-/tmp/mn-cluster}
 export SLURM_CONF=$CLUSTER_DIR/slurm.conf
 PY=/usr/bin/python3          # Debian's python3 has python3-torch
 ALLREDUCE=$TOP/scripts/allreduce.py
-# Debian's torch 1.13 torchrun needs these under Python 3.11 (its own bug).
-export PET_REDIRECTS=1 PET_TEE=1
+# Workarounds for Debian's torch builds (not the plugin's business).
+source "$TOP/scripts/debian-torch.sh"
 PASSED=0
 FAILED=0
 OUT=$(mktemp -d /tmp/mn-it.XXXXXX)
