@@ -18,6 +18,8 @@
 # MN_ROOTS_DIR (default /var/tmp/mn-roots) and reused; MN_ROOTS_FRESH=1
 # makes them anew. Each release's full log: MN_ROOTS_DIR/SUITE.test.log.
 # Needs root (debootstrap, chroot, mounts, the cluster's namespaces).
+# One user of a root at a time (MN_ROOTS_DIR/SUITE.lock): a second run of
+# the same release waits for the first.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -110,10 +112,19 @@ copy_tree() {
   fi
 }
 
+# Holds SUITE's root for this process until it exits or lock_root is
+# called again (fd 8).
+lock_root() {
+  mkdir -p "$ROOTS"
+  exec 8>"$ROOTS/$1.lock"
+  flock 8
+}
+
 run_suite() {
   local suite=$1 d=$ROOTS/$1 log=$ROOTS/$1.test.log start rc
   start=$(date +%s)
   echo "== release-matrix: $suite ($d)"
+  lock_root "$suite"
   if ! make_root "$suite" "$d"; then
     result[$suite]="no root (debootstrap failed; $ROOTS/$suite.debootstrap.log)"
     return 1
@@ -139,6 +150,7 @@ ensure_debootstrap
 if [ "${1:-}" = --run ]; then
   [ $# -ge 3 ] || die "usage: --run SUITE CMD..."
   d=$ROOTS/$2
+  lock_root "$2"
   shift 2
   make_root "$(basename "$d")" "$d" || die "no root"
   mount_root "$d"
