@@ -16,6 +16,14 @@ extern const char plugin_type[];
 extern const unsigned int plugin_version;
 extern const unsigned int spank_plugin_version;
 SPANK_PLUGIN(mn_nccl, 1)
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 11, 0)
+// From 25.11 a failing remote slurm_spank_init drains the node unless the
+// plugin says the failure is the job's. mn_nccl never fails it on purpose
+// (errors wait for task_init), and whatever could still fail there is never
+// the node's fault: a user's mistake must not drain it.
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;
+#endif
 }
 
 namespace mn::spank {

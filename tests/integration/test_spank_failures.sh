@@ -29,28 +29,79 @@ observe() {
   case "$state" in drain* | down*) scontrol update nodename=node0 state=resume >/dev/null 2>&1 ;; esac
 }
 
-# expect HOOK CONTEXT [MODE] -- WHAT: the release's documented outcome
+# observe_batch HOOK CONTEXT [MODE]: the same hook failing in a batch job's
+# own step: "state=STATE job=FAILED|REQUEUED|..."
+observe_batch() {
+  probe "$@"
+  local j state job=? i
+  j=$(sbatch --parsable -w node0 -o /dev/null --wrap 'srun true' 2>/dev/null)
+  for i in $(seq 1 20); do
+    sleep 1
+    job=$(scontrol show job "$j" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p;s/^Restarts=\([1-9]\)/REQUEUED/p' | tail -1)
+    case "$job" in FAILED | COMPLETED | REQUEUED | CANCELLED | NODE_FAIL) break ;; esac
+  done
+  state=$(node_state)
+  scancel "$j" 2>/dev/null
+  echo "state=${state%%[*~#]*} job=$job"
+  case "$state" in drain* | down*) scontrol update nodename=node0 state=resume >/dev/null 2>&1 ;; esac
+  sleep 1
+}
+
+# expect [--batch] HOOK CONTEXT [MODE] WHAT: the release's documented outcome
 expect() {
+  local how=observe where="srun"
+  [ "$1" = --batch ] && { how=observe_batch; where="a batch job"; shift; }
   local want=${*: -1} args=("${@:1:$#-1}")
-  local got; got=$(observe "${args[@]}")
-  local name="Slurm $major.$(printf %02d $minor): a failing ${args[*]} gives $want"
+  local got; got=$($how "${args[@]}")
+  local name="Slurm $major.$(printf %02d $minor): a failing ${args[*]} under $where gives $want"
   [ "$got" = "$want" ] && pass "$name" || fail "$name" "saw $got"
 }
 
-if [ "$major" -lt 25 ] || { [ "$major" -eq 25 ] && [ "$minor" -lt 11 ]; }; then
-  # 22.05 and 24.11: a failing remote init or user_init stops the tasks
-  # silently (srun exits 0); task_init failures reach srun's exit code.
+if [ "$major" -lt 24 ]; then
+  # 22.05: a failing remote init or user_init stops the tasks silently
+  # (srun exits 0); only task_init failures reach srun's exit code.
   expect init remote "rc=0 ran=no state=idle"
   expect user_init remote "rc=0 ran=no state=idle"
   expect task_init remote "rc=fail ran=no state=idle"
+  expect --batch init remote "state=drained job=COMPLETED"
+elif [ "$major" -lt 25 ] || { [ "$major" -eq 25 ] && [ "$minor" -lt 11 ]; }; then
+  # 24.11: every remote failure reaches srun's exit code; no node drained.
+  expect init remote "rc=fail ran=no state=idle"
+  expect user_init remote "rc=fail ran=no state=idle"
+  expect task_init remote "rc=fail ran=no state=idle"
+  expect --batch init remote "state=drained job=REQUEUED"
 else
-  # 25.11+ (26.05 here): a failing remote init drains the node unless the
-  # plugin sets slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE.
-  expect init remote "rc=fail ran=no state=drained"
+  # 26.05: srun says "Spank plugin failure, node failed" (or "job failed"
+  # with ESPANK_JOB_FAILURE) but drains nothing; in a batch job's own step
+  # a failing init drains the node and requeues the job unless the plugin
+  # declares slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE.
+  expect init remote "rc=fail ran=no state=idle"
   expect init remote job "rc=fail ran=no state=idle"
   expect user_init remote "rc=fail ran=no state=idle"
   expect task_init remote "rc=fail ran=no state=idle"
+  expect --batch init remote "state=drained job=REQUEUED"
+  expect --batch init remote job "state=idle job=FAILED"
+  name="mn_nccl.so built for $major.$(printf %02d $minor) exports slurm_spank_init_failure_mode (job failures, never the node's)"
+  if nm -D --defined-only "$TOP/spank/.libs/mn_nccl.so" | grep -qw slurm_spank_init_failure_mode; then pass "$name"; else fail "$name"; fi
 fi
 expect init local "rc=fail ran=no state=idle"
+
+# mn_nccl itself: a user's mistake that only the node can see (--mn-nccl=ib
+# where there is no InfiniBand) fails that step of the batch job, never the
+# node.
 plugstack required
+j=$(sbatch --parsable -w node0 -o "$OUT/batch.out" --wrap 'srun --mn-nccl=ib true; echo "srun rc=$?"' 2>/dev/null)
+for i in $(seq 1 20); do
+  sleep 1
+  st=$(scontrol show job "$j" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p')
+  case "$st" in COMPLETED | FAILED | CANCELLED) break ;; esac
+done
+state=$(node_state)
+name="--mn-nccl=ib without InfiniBand in a batch job: its srun fails saying so, node0 stays ${state:-?} (never drained)"
+if grep -q 'InfiniBand' "$OUT/batch.out" 2>/dev/null && grep -q 'srun rc=[1-9]' "$OUT/batch.out" &&
+  [ "${state%%[*~#]*}" = idle ]; then
+  pass "$name"
+else
+  fail "$name" "job $j: ${st:-?}, node0 ${state:-?}" "$(cat "$OUT/batch.out" 2>/dev/null)"
+fi
 summary
