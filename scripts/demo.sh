@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 top=$(pwd)
 bash scripts/install-deps.sh
 bash scripts/build.sh
+# One local cluster at a time on a machine (fixed bridge and addresses).
+exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
+flock 9
 trap 'bash "$top/scripts/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 bash scripts/local-cluster.sh plugstack optional default=off
 bash scripts/local-cluster.sh start
