@@ -10,9 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$(pwd)
 source scripts/slurm-conf.sh
-B=$TOP/.device/slurm
+# MN_SLURM_BUNDLE: another release's bundle (fetch-slurm-bundle.sh trixie:
+# .device/slurm-trixie, with MN_PLUGIN=.device/build-trixie/mn_nccl.so).
+B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
+PLUGIN=${MN_PLUGIN:-$TOP/spank/.libs/mn_nccl.so}
 DIR=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$B/usr/bin:$B/usr/sbin:$PATH
 export SLURM_CONF=$DIR/slurm.conf
 
@@ -26,7 +29,7 @@ stop() {
 
 start() {
   [ -x "$B/usr/sbin/slurmd-wlm" ] || { echo "gpu-cluster: $B missing: run scripts/fetch-slurm-bundle.sh here and carry .device" >&2; exit 2; }
-  [ -f "$TOP/spank/.libs/mn_nccl.so" ] || { echo "gpu-cluster: build first (carry spank/.libs)" >&2; exit 2; }
+  [ -f "$PLUGIN" ] || { echo "gpu-cluster: $PLUGIN missing: build first (carry spank/.libs)" >&2; exit 2; }
   local ngpu half host addr
   ngpu=$(nvidia-smi -L | grep -c '^GPU')
   half=$((ngpu / 2))
@@ -74,7 +77,7 @@ if [ "\$SLURMD_NODENAME" = n1 ] && [ -n "\$CUDA_VISIBLE_DEVICES" ]; then
 fi
 PROLOG
   chmod +x "$DIR/task-prolog.sh"
-  echo "required $TOP/spank/.libs/mn_nccl.so default=off" >"$DIR/plugstack.conf"
+  echo "required $PLUGIN default=off ${MN_PLUGSTACK_ARGS:-}" >"$DIR/plugstack.conf"
   slurmctld -i -f "$DIR/slurm.conf"
   for n in n0 n1 big; do mkdir -p "$DIR/spool/$n"; slurmd -f "$DIR/slurm.conf" -N $n; done
   for _ in $(seq 60); do
