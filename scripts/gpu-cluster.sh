@@ -33,7 +33,11 @@ start() {
   local ngpu half host addr
   ngpu=$(nvidia-smi -L | grep -c '^GPU')
   half=$((ngpu / 2))
-  [ "$half" -ge 1 ] || { echo "gpu-cluster: needs at least 2 GPUs, found $ngpu" >&2; exit 2; }
+  # One GPU: n0 and n1 share it, as two hosts to NCCL (NCCL_HOSTID per
+  # node, else NCCL refuses two ranks on one GPU); n1's indices need no shift.
+  shift_by=$half shared=0
+  [ "$ngpu" -ge 1 ] || { echo "gpu-cluster: no GPU found" >&2; exit 2; }
+  [ "$half" -ge 1 ] || { half=1 shift_by=0 shared=1; }
   host=$(hostname)
   # The node names must resolve to an address the plugin can use (not
   # loopback): this machine's first non-loopback IPv4.
@@ -65,16 +69,17 @@ CONF
   {
     echo "AutoDetect=off"
     echo "NodeName=n0 Name=gpu File=/dev/nvidia[0-$((half - 1))]"
-    echo "NodeName=n1 Name=gpu File=/dev/nvidia[$half-$((ngpu - 1))]"
+    echo "NodeName=n1 Name=gpu File=/dev/nvidia[$shift_by-$((shift_by + half - 1))]"
     echo "NodeName=big Name=gpu File=/dev/nvidia[0-$((ngpu - 1))]"
   } | sed 's/\[\([0-9]*\)-\1\]/\1/' >"$DIR/gres.conf"
   printf 'CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n' >"$DIR/cgroup.conf"
   cat >"$DIR/task-prolog.sh" <<PROLOG
 #!/bin/sh
-# n1's GPU 0 is physical GPU $half: shift the indices Slurm gave.
-if [ "\$SLURMD_NODENAME" = n1 ] && [ -n "\$CUDA_VISIBLE_DEVICES" ]; then
-  echo "export CUDA_VISIBLE_DEVICES=\$(echo "\$CUDA_VISIBLE_DEVICES" | awk -F, -v o=$half '{for(i=1;i<=NF;i++) printf "%s%d", (i>1?",":""), \$i+o}')"
+# n1's GPU 0 is physical GPU $shift_by: shift the indices Slurm gave.
+if [ "\$SLURMD_NODENAME" = n1 ] && [ -n "\$CUDA_VISIBLE_DEVICES" ] && [ $shift_by -gt 0 ]; then
+  echo "export CUDA_VISIBLE_DEVICES=\$(echo "\$CUDA_VISIBLE_DEVICES" | awk -F, -v o=$shift_by '{for(i=1;i<=NF;i++) printf "%s%d", (i>1?",":""), \$i+o}')"
 fi
+if [ $shared = 1 ] && [ -z "\$NCCL_HOSTID" ]; then echo "export NCCL_HOSTID=\$SLURMD_NODENAME"; fi
 PROLOG
   chmod +x "$DIR/task-prolog.sh"
   echo "required $PLUGIN default=off ${MN_PLUGSTACK_ARGS:-}" >"$DIR/plugstack.conf"
