@@ -25,7 +25,7 @@ view() {
 t_task_mode_one_node_into_two() {
   local name="K=2, task mode, 1 node x 4 tasks, gpu:4: 2 emulated nodes of 2 tasks in every Slurm variable"
   run srun -N1 -n4 -w node1 --gres=gpu:4 --mn-nccl --mn-emulate-nodes=2 bash -c "$SLURM_DUMP"
-  local ids names lists gpus cpus real
+  local ids names lists gpus cpus
   ids=$(view PROCID NODEID LOCALID NODE_RANK LOCAL_RANK RANK GTIDS)
   names=$(view NODENAME TOPOLOGY_ADDR REAL_NODENAME REAL_NODEID REAL_LOCALID)
   lists=$(view NNODES JOB_NUM_NODES STEP_NUM_NODES NTASKS NTASKS_PER_NODE TASKS_PER_NODE STEP_TASKS_PER_NODE NODELIST JOB_NODELIST STEP_NODELIST REAL_NNODES REAL_NTASKS_PER_NODE MARKER | tr ' ' '\n' | sort -u)
