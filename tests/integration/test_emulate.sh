@@ -117,7 +117,7 @@ t_lightning_refuses_without_emulated_view() {
 }
 
 t_slurm_commands_inside() {
-  local name="inside an emulated step: srun of a sub-step gets the real layout, scontrol works, sacct answers as outside"
+  local name="inside an emulated step: srun of a sub-step and sbatch get the real layout, scontrol works, sacct answers as outside"
   local inner='echo "SUB node=$SLURMD_NODENAME nnodes=$SLURM_NNODES tpn=${SLURM_NTASKS_PER_NODE-unset} real=${MN_REAL_SLURM_NODEID-none} marker=${MN_EMULATED_NODES-none}"'
   local outer="if [ \$SLURM_PROCID = 2 ]; then
     srun --overlap -n2 bash -c '$inner'; echo SUBRC=\$?
@@ -126,14 +126,17 @@ t_slurm_commands_inside() {
     echo REALNODE=\$(scontrol show node \$MN_REAL_SLURMD_NODENAME | grep -o 'NodeName=[^ ]*')
     echo JOB=\$(scontrol show job \$SLURM_JOB_ID | grep -o 'NumNodes=[^ ]*')
     echo SACCT=\$(sacct -n 2>&1 | head -1)
+    sbatch --wait -Q -o $OUT/batch.out --wrap 'echo BATCH nnodes=\$SLURM_NNODES tpn=\${SLURM_NTASKS_PER_NODE-unset} real=\${MN_REAL_SLURM_NODEID-none} marker=\${MN_EMULATED_NODES-none} node=\$SLURMD_NODENAME'; echo BATCHRC=\$?
   fi"
   local outside; outside=$(sacct -n 2>&1 | head -1)
   run srun -N1 -n4 -w node1 --mn-nccl --mn-emulate-nodes=2 bash -c "$outer"
   local subs; subs=$(lines '^SUB ' | sort -u)
+  local batch; batch=$(cat "$OUT/batch.out" 2>/dev/null)
   [ $RC -eq 0 ] && [ "$subs" = "SUB node=node1 nnodes=1 tpn=unset real=none marker=none" ] &&
     [ "$(count '^SUB ')" = 2 ] && has '^SUBRC=0' && has '^HOSTNAMES=node1,node1-e1$' && has '^EMUNODE=1' &&
-    has '^REALNODE=NodeName=node1$' && has '^JOB=NumNodes=1$' && has "^SACCT=$outside\$" && ! has "conflicts with allocated node count" ||
-    { fail "$name" "rc=$RC subs=$subs"; return; }
+    has '^REALNODE=NodeName=node1$' && has '^JOB=NumNodes=1$' && has "^SACCT=$outside\$" && has '^BATCHRC=0' &&
+    [[ "$batch" =~ ^BATCH\ nnodes=1\ tpn=unset\ real=none\ marker=none\ node=node[0-2]$ ]] && ! has "conflicts with allocated node count" ||
+    { fail "$name" "rc=$RC subs=$subs batch=$batch"; return; }
   pass "$name"
 }
 
