@@ -51,7 +51,9 @@ def main(argv):
                                                 f"mn-lightning-fit-{os.environ.get('SLURM_JOB_ID', 'nojob')}")
     os.makedirs(log_dir, exist_ok=True)
     own_log = os.path.join(log_dir, f"nccl.{os.getpid()}.log")
-    os.environ.setdefault("NCCL_DEBUG", "INFO")
+    # The channel lines are INFO: a machine's NCCL_DEBUG=WARN would hide them.
+    if os.environ.get("NCCL_DEBUG", "").upper() not in ("INFO", "TRACE"):
+        os.environ["NCCL_DEBUG"] = "INFO"
     os.environ["NCCL_DEBUG_FILE"] = own_log
     try:
         import torch
