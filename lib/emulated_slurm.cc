@@ -119,7 +119,9 @@ Outcome<std::vector<EnvVar>> emulated_slurm_env(const StepPlan& plan, const Task
         if (task_mode ? n % k != 0 : n != k)
             return Problem{emu + ": node " + std::to_string(i) + " of the step runs " + std::to_string(n) +
                                " tasks, which do not make " + std::to_string(k) + " emulated nodes",
-                           "run a multiple of " + std::to_string(k) + " tasks on every node"};
+                           task_mode ? "run a multiple of " + std::to_string(k) + " tasks on every node"
+                                     : "run " + std::to_string(k) + " launchers on every node (--ntasks-per-node=" +
+                                           std::to_string(k) + ")"};
         per_emulated.insert(per_emulated.end(), k, task_mode ? n / k : 1);
     }
     if (f.node_id >= plan.tasks_per_node.size() || task.local_id >= f.local_tasks)

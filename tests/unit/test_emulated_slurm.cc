@@ -273,6 +273,15 @@ static void uneven_layouts_are_refused(void**) {
     f.local_tasks = f.total_tasks = 3;
     f.tasks_per_node = "3";
     assert_false(plan_step(f, c, SiteConfig{}, lookup(none), net).ok());
+    // Node mode: one launcher per emulated node, so exactly K tasks a node.
+    StepPlan launchers = *plan;
+    launchers.launch = LaunchMode::Node;
+    launchers.tasks_per_node = {4};
+    launchers.facts.local_tasks = launchers.facts.total_tasks = 4;
+    r = emulated_slurm_env(launchers, TaskFacts{0, 0, 0, {}}, lookup(none));
+    assert_false(r.ok());
+    assert_contains(r.problem().text(), "runs 4 tasks, which do not make 2 emulated nodes");
+    assert_contains(r.problem().text(), "run 2 launchers on every node (--ntasks-per-node=2)");
     // GPUs Slurm lists that K does not divide stay as Slurm wrote them
     // (emulation_problem refuses the step before; nothing half-split).
     Env s = {{"SLURM_STEP_GPUS", "0,1,2"}, {"SLURM_GPUS_ON_NODE", "3"}, {"SLURM_JOB_NODELIST", "node0"}};
