@@ -72,8 +72,14 @@ slurm_own() {
 }
 
 t_untouched_without_emulation() {
-  local name="without --mn-emulate-nodes nothing of Slurm's own changes; with it, MN_REAL_* give back exactly Slurm's"
+  local name="Slurm's own variables: the same with no plugin, the plugin unasked and --mn-nccl without emulation; under emulation MN_REAL_* give back exactly Slurm's"
   local cmd='if [ $SLURM_PROCID = 1 ]; then env; fi'
+  # No plugin in plugstack.conf at all (srun and slurmstepd read it afresh).
+  : >"$CLUSTER_DIR/plugstack.conf"
+  run srun -N1 -n2 -w node1 --gres=gpu:4 bash -c "$cmd"; local rcn=$RC
+  local none; none=$(slurm_own)
+  run srun -N1 --mn-nccl true; local unknown=$RC   # proof that no plugin was loaded
+  plugstack required
   run srun -N1 -n2 -w node1 --gres=gpu:4 bash -c "$cmd"; local rc0=$RC
   local plain; plain=$(slurm_own)
   run srun -N1 -n2 -w node1 --gres=gpu:4 --mn-nccl bash -c "$cmd"; local rc1=$RC
@@ -84,9 +90,11 @@ t_untouched_without_emulation() {
   run srun -N1 -n2 -w node1 --gres=gpu:4 --mn-nccl --mn-emulate-nodes=2 bash -c "if [ \$SLURM_PROCID = 1 ]; then $restore; env; fi"; local rc2=$RC
   local restored; restored=$(slurm_own | grep -v '^CUDA_VISIBLE_DEVICES=')
   local n; n=$(grep -c . <<<"$plain")
-  [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n" -ge 30 ] && [ "$plain" = "$with_plugin" ] &&
+  [ $rcn -eq 0 ] && [ $unknown -ne 0 ] && [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n" -ge 30 ] &&
+    [ "$none" = "$plain" ] && [ "$plain" = "$with_plugin" ] &&
     [ "$restored" = "$(grep -v '^CUDA_VISIBLE_DEVICES=' <<<"$plain")" ] ||
-    { fail "$name" "rc=$rc0/$rc1/$rc2 n=$n" "$(diff <(echo "$plain") <(echo "$with_plugin") | head -5)" \
+    { fail "$name" "rc=$rcn/$rc0/$rc1/$rc2 unknown-option=$unknown n=$n" "$(diff <(echo "$none") <(echo "$plain") | head -5)" \
+        "$(diff <(echo "$plain") <(echo "$with_plugin") | head -5)" \
         "$(diff <(grep -v '^CUDA_VISIBLE_DEVICES=' <<<"$plain") <(echo "$restored") | head -5)"; return; }
   pass "$name ($n variables compared)"
 }
