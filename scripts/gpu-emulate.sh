@@ -29,7 +29,13 @@ FIT=$TOP/scripts/lightning_fit.py
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 echo "== machine: $ngpu GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs); NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE-unset}"
-python3 -c 'import torch, lightning; print("== torch", torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())), "Lightning", lightning.__version__)' ||
+python3 -c '
+import torch
+try:
+    import lightning as L
+except ImportError:
+    import pytorch_lightning as L
+print("== torch", torch.__version__, "NCCL", ".".join(map(str, torch.cuda.nccl.version())), "Lightning", L.__version__)' ||
   { echo "RESULT FAIL: torch or Lightning missing on this machine"; exit 2; }
 [ "$ngpu" -ge 1 ] || { echo "RESULT FAIL: no GPU"; exit 2; }
 bash scripts/gpu-cluster.sh start || exit 1
