@@ -79,7 +79,11 @@ bool local_side() {
 using namespace mn::spank;
 
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
-    if (local_side()) return guarded("init", Failure::FailHook, [&] { return init_plugin(sp, ac, av, true); });
+    if (local_side())
+        return guarded("init", Failure::FailHook, [&] {
+            local_restore_real_slurm();  // before srun reads its options from the environment
+            return init_plugin(sp, ac, av, true);
+        });
     if (spank_remote(sp)) return guarded("init", Failure::Defer, [&] { return init_plugin(sp, ac, av, false); });
     return 0;
 }

@@ -40,4 +40,9 @@ int srun_init_post_opt(spank_t sp);
 int stepd_user_init(spank_t sp);
 int stepd_task_init(spank_t sp);
 
+// --mn-emulate-nodes (emulation.cc): Slurm's variables of the emulated
+// layout in a task; the real ones back in srun started inside such a task.
+int stepd_emulated_slurm_view(spank_t sp, const StepPlan& plan, const TaskFacts& task, const EnvLookup& env);
+void local_restore_real_slurm();
+
 }  // namespace mn::spank

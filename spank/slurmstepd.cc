@@ -140,6 +140,9 @@ int stepd_task_init(spank_t sp) {
             return -1;
         }
     }
+    if (s.plan->emulate > 1 &&
+        stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)
+        return -1;
     if (t.local_id == 0) {
         for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
         if (s.choice.explain) tell_user(explain_line(*s.plan, hostname()));
