@@ -28,7 +28,7 @@ targets=("$@")
 
 command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (Debian: clang libclang-rt-14-dev)"; exit 1; }
 source scripts/build-copy.sh
-build=$top/build-fuzz
+build=${MN_FUZZ_BUILD:-$top/build-fuzz}  # a long run beside CI runs gets its own
 echo "== fuzz: building the targets with clang (libFuzzer, ASan, UBSan) in build-fuzz/"
 build_copy "$build" CXX=clang++ --enable-fuzz || { echo "fuzz: configure failed"; exit 1; }
 make -s -C "$build" -j2 fuzz >"$build/make.out" 2>&1 || { tail -30 "$build/make.out"; echo "fuzz: build failed"; exit 1; }
@@ -77,9 +77,9 @@ for t in "${targets[@]}"; do
       echo "---- base64 (save with: base64 -d >tests/fuzz/corpus/$t/regress-NAME):"
       base64 -w0 "$art" | head -c 65536
       echo
-      mkdir -p "$top/build-fuzz/crashes"
-      cp "$art" "$top/build-fuzz/crashes/$t-$(basename "$art")"
-      echo "---- kept as build-fuzz/crashes/$t-$(basename "$art"); replay: $bin <file>"
+      mkdir -p "$build/crashes"
+      cp "$art" "$build/crashes/$t-$(basename "$art")"
+      echo "---- kept as $build/crashes/$t-$(basename "$art"); replay: $bin <file>"
     else
       tail -20 "$work/$t.log"
     fi

@@ -16,7 +16,7 @@
 # MN_CLUSTER_NODES (default 3), MN_PLUGIN (default: the build's
 # spank/.libs/mn_nccl.so), MN_CLUSTER_SELF_LOOPBACK (1: own name -> 127.0.1.1),
 # MN_SLURMD_PRELOAD (a library preloaded into slurmd and so slurmstepd, e.g.
-# the ASan runtime for a sanitized plugin; ASAN_OPTIONS and UBSAN_OPTIONS go
+# the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS and UBSAN_OPTIONS go
 # with it).
 set -euo pipefail
 

@@ -30,6 +30,7 @@ fi
 echo "== sanitizers: unit tests and fuzz corpora (make check)"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
+export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp
 make -s -C "$build" -j2 check >"$build/check.out" 2>&1
 check_rc=$?
 for log in "$build"/tests/unit/test_*.log; do
@@ -60,8 +61,10 @@ fi
 
 if [ $unit_only = 0 ]; then
   echo "== sanitizers: integration tests, the sanitized plugin in slurmstepd"
-  asan_rt=$(gcc -print-file-name=libasan.so)
-  [ -f "$asan_rt" ] || { echo "sanitizers: no libasan.so from gcc"; failed=$((failed + 1)); }
+  # libtool links the plugin without the runtimes (-shared -nostdlib): they
+  # come preloaded, ASan's first.
+  asan_rt="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  for l in $asan_rt; do [ -f "$l" ] || { echo "sanitizers: no $l from gcc"; failed=$((failed + 1)); }; done
   reports=$(mktemp -d /tmp/mn-asan.XXXXXX)
   chmod 1777 "$reports"  # tasks run as the job's user
   # Leaks of programs that merely carry the runtime (slurmd, bash, python)
@@ -73,7 +76,7 @@ if [ $unit_only = 0 ]; then
   mkdir -p "$wrap"
   for c in srun sbatch salloc; do
     real=$(command -v $c) || continue
-    printf '#!/bin/sh\nLD_PRELOAD=%s exec %s "$@"\n' "$asan_rt" "$real" >"$wrap/$c"
+    printf '#!/bin/sh\nLD_PRELOAD="%s" exec %s "$@"\n' "$asan_rt" "$real" >"$wrap/$c"
     chmod +x "$wrap/$c"
   done
   start=$(date +%s)
@@ -81,6 +84,18 @@ if [ $unit_only = 0 ]; then
   flock 9
   trap 'bash "$build/scripts/local-cluster.sh" stop >/dev/null 2>&1' EXIT
   if MN_SLURMD_PRELOAD=$asan_rt bash "$build/scripts/local-cluster.sh" start; then
+    # What this run claims: the task's parent, slurmstepd, holds the ASan
+    # runtime and this build's plugin.
+    maps=$(SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf PATH=$wrap:$PATH timeout 60 srun -N1 -n1 --mn-nccl \
+      sh -c 'cat /proc/$PPID/comm; grep -oE "[^ ]*(libasan[^ ]*|mn_nccl.so)$" /proc/$PPID/maps | sort -u' 2>&1)
+    if grep -q '^slurmstepd' <<<"$maps" && grep -q libasan <<<"$maps" && grep -qF "$build/spank/.libs/mn_nccl.so" <<<"$maps"; then
+      echo "asan slurmstepd: runs with the ASan runtime and $build/spank/.libs/mn_nccl.so"
+      passed=$((passed + 1))
+    else
+      echo "asan slurmstepd: FAILED: the sanitized plugin is not what slurmstepd runs:"
+      sed 's/^/    /' <<<"$maps" | head
+      failed=$((failed + 1))
+    fi
     for t in "$build"/tests/integration/test_*.sh; do
       PATH=$wrap:$PATH bash "$t" >"$reports/it.log" 2>&1
       p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$reports/it.log")
