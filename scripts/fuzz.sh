@@ -22,7 +22,7 @@ if [ "${1:-}" = --long ]; then
   minutes=${2:?usage: scripts/fuzz.sh --long MINUTES [TARGET...]}
   shift 2
 fi
-all=(hostlist tasks_per_node options sysfs wire handshake nccl_info hwloc_xml)
+all=(hostlist tasks_per_node options step sysfs wire handshake nccl_info hwloc_xml)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
@@ -53,7 +53,7 @@ for t in "${targets[@]}"; do
   [ -x "$bin" ] || { echo "fuzz: no target $t"; failed=$((failed + 1)); continue; }
   mkdir -p "$work/new-$t" "$work/art-$t"
   start=$(date +%s)
-  "${nice[@]}" "$bin" -max_total_time="$secs" -timeout=20 -print_final_stats=1 \
+  "${nice[@]}" "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
     -artifact_prefix="$work/art-$t/" "$work/new-$t" "$seeds" >"$work/$t.log" 2>&1
   rc=$?
   took=$(($(date +%s) - start))

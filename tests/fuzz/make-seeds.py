@@ -95,6 +95,20 @@ nccl = [
     "node0:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB eth0:10.0.0.1<0>\n"
     "node0:1:1 [0] NCCL INFO Channel 00/1 : 0[0] -> 4[0] [send] via NET/IB/1/GDRDMA/Shared\n",
 ]
+# step: nodelist, tasks per node, --mn-emulate-nodes, --mn-nccl-launch,
+# MASTER_ADDR, MASTER_PORT, CUDA_VISIBLE_DEVICES, command, then node id and
+# perturbation bytes.
+for name, v in {
+        "two-nodes": "node[0-1]\n4(x2)\n\n\n\n\n0,1,2,3\npython3 train.py\n\x00\x00",
+        "node1": "node[0-1]\n4(x2)\n\n\n\n\n0,1,2,3\npython3 train.py\n\x01\x00",
+        "torchrun": "gpu[01-04]\n1(x4)\n\n\n\n\n0,1,2,3,4,5,6,7\ntorchrun --nproc-per-node=8 train.py\n\x02\x00",
+        "emulate": "node0\n4\n2\n\n\n\n0,1,2,3\npython3 train.py\n\x00\x00",
+        "emulate-node": "node[0-2]\n2(x3)\n2\nnode\n\n\n0,1\ntorchrun train.py\n\x01\x00",
+        "user-master": "node[0-1]\n2(x2)\n\ntask\nnode0\n29500\n0,1\npython3 x.py\n\x00\x00",
+        "user-ip": "node[0-1]\n2(x2)\n\n\n10.0.0.7\n01234\nNoDevFiles\npython3 x.py\n\x01\x00",
+        "disagree": "node[0-3]\n2(x3),1\n\n\n\n\n0\npython3 x.py\n\x03\x02"}.items():
+    put("step", name, v.encode("latin1"))
+
 for i, s in enumerate(nccl):
     put("nccl_info", str(i), s)
 
