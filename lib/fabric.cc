@@ -112,7 +112,7 @@ void read_port(const std::string& root, RdmaPort& p) {
         auto type = read_line(dir + "/gid_attrs/types/" + std::to_string(i));
         if (!type || !ipv4_mapped_gid(*gid)) continue;
         std::string t = *type;
-        std::transform(t.begin(), t.end(), t.begin(), [](char c) { return static_cast<char>(std::tolower(c)); });
+        std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         if (t != "roce v2") continue;
         p.gid_index = i;
         gid_netdev = read_line(dir + "/gid_attrs/ndevs/" + std::to_string(i)).value_or("");

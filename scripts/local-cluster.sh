@@ -14,7 +14,10 @@
 #
 # Settings (environment): MN_CLUSTER_DIR (default /tmp/mn-cluster),
 # MN_CLUSTER_NODES (default 3), MN_PLUGIN (default: the build's
-# spank/.libs/mn_nccl.so), MN_CLUSTER_SELF_LOOPBACK (1: own name -> 127.0.1.1).
+# spank/.libs/mn_nccl.so), MN_CLUSTER_SELF_LOOPBACK (1: own name -> 127.0.1.1),
+# MN_SLURMD_PRELOAD (a library preloaded into slurmd and so slurmstepd, e.g.
+# the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS and UBSAN_OPTIONS go
+# with it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -170,12 +173,16 @@ start() {
   rm -rf "$DIR/state"/*
   unshare --uts --mount --propagation private sh -c \
     "hostname ctl; mount --bind '$DIR/hosts/ctl' /etc/hosts; $NO_DNS; exec slurmctld -i -f '$DIR/slurm.conf'"
-  local i n
+  local i n preload=
+  # slurmstepd inherits slurmd's environment, so a sanitized plugin finds
+  # its runtime loaded first.
+  [ -z "${MN_SLURMD_PRELOAD:-}" ] ||
+    preload="env LD_PRELOAD='$MN_SLURMD_PRELOAD' ASAN_OPTIONS='${ASAN_OPTIONS:-}' UBSAN_OPTIONS='${UBSAN_OPTIONS:-}'"
   for ((i = 0; i < NODES; i++)); do
     n=$(node_name $i)
     mkdir -p "$DIR/spool/$n"
     nsenter --net=/var/run/netns/"$n" unshare --uts --mount --propagation private sh -c \
-      "hostname $n; mount --bind '$DIR/hosts/$n' /etc/hosts; $NO_DNS; exec slurmd -f '$DIR/slurm.conf' -N $n"
+      "hostname $n; mount --bind '$DIR/hosts/$n' /etc/hosts; $NO_DNS; exec $preload slurmd -f '$DIR/slurm.conf' -N $n"
   done
   # Wait for every node to be idle.
   for _ in $(seq 100); do
@@ -225,5 +232,5 @@ case "${1:-}" in
   status) SLURM_CONF=$DIR/slurm.conf sinfo ;;
   env) client_env ;;
   plugstack) shift; write_plugstack "$@" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -6,7 +6,8 @@
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh --here     this machine's release only (what each root runs)
-# MN_RELEASE_MATRIX=0 skips the other releases.
+# MN_RELEASE_MATRIX=0 skips the other releases; MN_SANITIZERS=0 skips the
+# ASan/UBSan build (scripts/test-sanitizers.sh) and the fuzzing (scripts/fuzz.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -58,6 +59,20 @@ bash scripts/local-cluster.sh stop >/dev/null 2>&1
 trap - EXIT
 exec 9>&-
 echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Version}' slurmd 2>/dev/null)"
+
+# The sanitizer build (every test under ASan + UBSan) and the fuzz targets,
+# on the host only: not in the release roots (--here). MN_SANITIZERS=0 skips.
+if [ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ]; then
+  for s in test-sanitizers fuzz; do
+    echo "== scripts/$s.sh"
+    bash "scripts/$s.sh" 2>&1 | tee /tmp/mn-$s.log
+    p=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-$s.log | tail -1)
+    f=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-$s.log | tail -1)
+    [ -n "$p" ] || { echo "scripts/$s.sh: no summary line"; f=1; p=0; }
+    passed=$((passed + p))
+    failed=$((failed + f))
+  done
+fi
 
 matrix_rc=0
 if [ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ]; then

@@ -1,0 +1,128 @@
+// The plugin's option values and plugstack.conf arguments: --mn-nccl and
+// MN_NCCL (parse_mode), --mn-nccl-launch, --mn-emulate-nodes, port_range and
+// the other plugstack arguments (parse_site_config), MASTER_PORT, and the GPU
+// lists (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS). Input: lines; the first
+// byte of each picks the parser.
+#include <algorithm>
+#include <cctype>
+
+#include "fuzz.h"
+#include "lib/config.h"
+#include "lib/step_layout.h"
+#include "lib/step_plan.h"
+
+namespace {
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+bool plain_uint(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The number a digit string stands for, leading zeros dropped.
+std::string canonical_uint(const std::string& s) {
+    std::size_t k = s.find_first_not_of('0');
+    return k == std::string::npos ? "0" : s.substr(k);
+}
+
+void one_value(char which, const std::string& v) {
+    switch (which % 6) {
+        case 0: {  // --mn-nccl=V, MN_NCCL=V
+            auto m = mn::parse_mode(v, "MN_NCCL");
+            if (m) FUZZ_CHECK(v.empty() ? *m == mn::Mode::Auto : lower(v) == mn::to_string(*m), "'%s'", v.c_str());
+            else FUZZ_CHECK(m.problem().what.find("MN_NCCL='" + v + "'") == 0, "%s", m.problem().what.c_str());
+            break;
+        }
+        case 1: {  // --mn-nccl-launch=V
+            auto l = mn::parse_launch(v, "--mn-nccl-launch");
+            if (l) FUZZ_CHECK(lower(v) == mn::to_string(*l), "'%s'", v.c_str());
+            break;
+        }
+        case 2: {  // --mn-emulate-nodes=V
+            auto k = mn::parse_emulate_nodes(v, "--mn-emulate-nodes");
+            if (k) FUZZ_CHECK(plain_uint(v) && *k >= 1 && *k <= 4096 && std::to_string(*k) == canonical_uint(v),
+                              "'%s' -> %u", v.c_str(), *k);
+            break;
+        }
+        case 3: {  // MASTER_PORT=V
+            auto p = mn::parse_user_port(v);
+            if (p) FUZZ_CHECK(plain_uint(v) && *p >= 1 && std::to_string(*p) == canonical_uint(v), "'%s'", v.c_str());
+            break;
+        }
+        case 4: {  // port_range=V
+            auto r = mn::parse_port_range(v);
+            if (r) {
+                FUZZ_CHECK(r->lo >= 1024 && r->lo <= r->hi, "'%s' -> %u-%u", v.c_str(), r->lo, r->hi);
+                FUZZ_CHECK(canonical_uint(v.substr(0, v.find('-'))) + "-" + canonical_uint(v.substr(v.find('-') + 1)) ==
+                               std::to_string(r->lo) + "-" + std::to_string(r->hi),
+                           "'%s' -> %u-%u", v.c_str(), r->lo, r->hi);
+                // Every job and step gets a port inside the range.
+                for (uint32_t job : {0u, 1u, 4242u, 0xffffffffu}) {
+                    const uint16_t port = mn::derive_port(*r, job, job ^ 0x5a5a);
+                    FUZZ_CHECK(port >= r->lo && port <= r->hi, "port %u outside %u-%u", port, r->lo, r->hi);
+                }
+            }
+            break;
+        }
+        case 5: {  // CUDA_VISIBLE_DEVICES=V, and as SLURM_STEP_GPUS
+            const auto list = mn::split_gpu_list(v);
+            for (const auto& g : list) FUZZ_CHECK(!g.empty() && g.find(',') == std::string::npos, "'%s'", v.c_str());
+            const uint32_t n = mn::count_gpus("", v, "");
+            // Slurm writes these lists without empty fields; then the count
+            // and the list agree, as emulation's GPU shares need.
+            if (v.find(",,") == std::string::npos && (v.empty() || (v.front() != ',' && v.back() != ',')))
+                FUZZ_CHECK(n == list.size(), "'%s': %u GPUs counted, %zu listed", v.c_str(), n, list.size());
+            FUZZ_CHECK(mn::count_gpus(v, "7", "9") == (v.empty() ? 1u : n + (v == "NoDevFiles")),
+                       "SLURM_STEP_GPUS='%s' not preferred", v.c_str());
+            break;
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+    if (size > 2048) return 0;
+    auto lines = fuzz::fields(data, size, '\n', 32);
+    // Every line also goes to the plugstack.conf parser as one argument.
+    std::vector<std::string> args;
+    for (const auto& l : lines) {
+        if (l.empty()) continue;
+        one_value(l[0], l.substr(1));
+        args.push_back(l.substr(1));
+    }
+    const mn::ParsedSiteConfig parsed = mn::parse_site_config(args);
+    FUZZ_CHECK(parsed.warnings.size() <= args.size(), "%zu warnings for %zu arguments", parsed.warnings.size(),
+               args.size());
+    // Each argument either is taken (the last one of a key wins) or warned
+    // about; nothing else is in the config.
+    mn::SiteConfig want;
+    std::size_t bad = 0;
+    for (const auto& a : args) {
+        const std::size_t eq = a.find('=');
+        const std::string key = a.substr(0, eq), val = eq == std::string::npos ? "" : a.substr(eq + 1);
+        bool ok = false;
+        if (eq != std::string::npos && key == "default") {
+            auto m = mn::parse_mode(val, "default");
+            if ((ok = m && !val.empty())) want.default_mode = *m;
+        } else if (eq != std::string::npos && key == "port_range") {
+            auto r = mn::parse_port_range(val);
+            if ((ok = r.ok())) want.ports = *r;
+        } else if (eq != std::string::npos && key == "force") {
+            if ((ok = val == "0" || val == "1")) want.force = val == "1";
+        } else if (eq != std::string::npos && key == "sysfs_root") {
+            if ((ok = !val.empty() && val[0] == '/')) want.sysfs_root = val;
+        }
+        bad += !ok;
+    }
+    FUZZ_CHECK(parsed.warnings.size() == bad, "%zu warnings, %zu bad arguments", parsed.warnings.size(), bad);
+    for (const auto& w : parsed.warnings) FUZZ_CHECK(w.find("plugstack.conf: ") == 0, "warning '%s'", w.c_str());
+    const mn::SiteConfig& got = parsed.config;
+    FUZZ_CHECK(got.default_mode == want.default_mode && got.ports.lo == want.ports.lo && got.ports.hi == want.ports.hi &&
+                   got.force == want.force && got.sysfs_root == want.sysfs_root,
+               "the config differs from the arguments taken");
+    return 0;
+}

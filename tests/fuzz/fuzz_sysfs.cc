@@ -1,0 +1,173 @@
+// Fabric discovery on a generated sysfs tree: the input gives the contents
+// of each file of two HCA ports (state, phys_state, link_layer, rate, two
+// GID entries with their types and netdevs, the IPoIB/RoCE netdev and its
+// operstate and mtu), '|' between files, "-" for a missing file. The tree's
+// layout is fixed. read_sysfs_ports only reports ports of the tree, and
+// choose_fabric, in every mode, only chooses ports that are ACTIVE and
+// readable, of one class, and names exactly them in NCCL_IB_HCA.
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <set>
+
+#include "fuzz.h"
+#include "lib/fabric.h"
+
+namespace {
+
+const std::string& root() {
+    static const std::string r = [] {
+        const char* t = std::getenv("TMPDIR");
+        std::string base = std::string(t && *t ? t : "/tmp") + "/mn-fuzz-sysfs." + std::to_string(getpid());
+        return base;
+    }();
+    return r;
+}
+
+int remove_one(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+void remove_tree(const std::string& p) { nftw(p.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+void mkdirs(const std::string& p) {
+    for (std::size_t i = 1; i <= p.size(); ++i)
+        if (i == p.size() || p[i] == '/') ::mkdir(p.substr(0, i).c_str(), 0755);
+}
+
+void put(const std::string& path, const std::string& content) {
+    if (content == "-") return;
+    mkdirs(path.substr(0, path.rfind('/')));
+    std::ofstream(path, std::ios::binary) << content << "\n";
+}
+
+// A name usable as one path component of the tree.
+bool component(const std::string& s) {
+    return !s.empty() && s.size() < 32 && s != "." && s != ".." && std::all_of(s.begin(), s.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+    });
+}
+
+struct TreePort {
+    std::string hca;
+    unsigned port;
+};
+const TreePort kPorts[] = {{"mlx5_0", 1}, {"mlx5_1", 1}};
+constexpr std::size_t kFieldsPerPort = 13;
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
+    auto c = mn::choose_fabric(ports, mode);
+    bool any_ib = false, any_roce = false;
+    for (const auto& p : ports)
+        if (p.problem.empty() && p.state == "ACTIVE") {
+            if (!p.roce()) any_ib = true;
+            else if (p.gid_index && (p.netdev_state.empty() || p.netdev_state == "up")) any_roce = true;
+        }
+    if (!c) {
+        FUZZ_CHECK((mode == mn::Mode::Ib && !any_ib) || (mode == mn::Mode::Roce && !any_roce),
+                   "mode %s refused with ports usable: %s", mn::to_string(mode), c.problem().what.c_str());
+        return;
+    }
+    FUZZ_CHECK(c->ports.size() == ports.size(), "a verdict per port");
+    std::string hca_list;
+    double fastest = 0;
+    for (const auto& p : ports)
+        if (p.problem.empty() && p.state == "ACTIVE" && !p.roce()) fastest = std::max(fastest, p.rate_gbps);
+    std::set<unsigned> gids;
+    for (std::size_t i = 0; i < ports.size(); ++i) {
+        const auto& v = c->ports[i];
+        FUZZ_CHECK(v.port.name() == ports[i].name() && !v.reason.empty(), "verdict %zu", i);
+        if (!v.chosen) continue;
+        hca_list += (hca_list.empty() ? "=" : ",") + v.port.name();
+        FUZZ_CHECK(v.port.problem.empty() && v.port.state == "ACTIVE", "chose %s: state '%s' problem '%s'",
+                   v.port.name().c_str(), v.port.state.c_str(), v.port.problem.c_str());
+        if (c->fabric == "ib")
+            FUZZ_CHECK(!v.port.roce() && v.port.rate_gbps == fastest, "ib chose %s", v.port.name().c_str());
+        else if (c->fabric == "roce") {
+            FUZZ_CHECK(v.port.roce() && v.port.gid_index, "roce chose %s", v.port.name().c_str());
+            gids.insert(*v.port.gid_index);
+        } else
+            FUZZ_CHECK(false, "fabric %s chose %s", c->fabric.c_str(), v.port.name().c_str());
+    }
+    auto env = [&](const char* name) -> std::string {
+        for (const auto& [k, val] : c->env)
+            if (k == name) return val;
+        return "<unset>";
+    };
+    if (c->fabric == "socket") {
+        FUZZ_CHECK(hca_list.empty() && env("NCCL_IB_DISABLE") == "1", "socket");
+        FUZZ_CHECK(mode == mn::Mode::Socket || mode == mn::Mode::Off || (!any_ib && (mode == mn::Mode::Ib || !any_roce)),
+                   "socket although usable ports exist in mode %s", mn::to_string(mode));
+    } else {
+        FUZZ_CHECK(!hca_list.empty() && env("NCCL_IB_HCA") == hca_list, "NCCL_IB_HCA='%s', chosen '%s'",
+                   env("NCCL_IB_HCA").c_str(), hca_list.c_str());
+        if (c->fabric == "roce")
+            FUZZ_CHECK(gids.count(static_cast<unsigned>(std::stoul(env("NCCL_IB_GID_INDEX")))) == 1,
+                       "NCCL_IB_GID_INDEX=%s is no chosen port's", env("NCCL_IB_GID_INDEX").c_str());
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+    if (size > 4096) return 0;
+    auto f = fuzz::fields(data, size, '|', 2 * kFieldsPerPort);
+    f.resize(2 * kFieldsPerPort, "-");
+    const std::string r = root();
+    remove_tree(r);
+    std::vector<std::string> gid_files;
+    for (std::size_t k = 0; k < 2; ++k) {
+        const std::string* x = &f[k * kFieldsPerPort];
+        const std::string dev = r + "/class/infiniband/" + kPorts[k].hca;
+        const std::string dir = dev + "/ports/" + std::to_string(kPorts[k].port);
+        mkdirs(dir);
+        put(dir + "/state", x[0]);
+        put(dir + "/phys_state", x[1]);
+        put(dir + "/link_layer", x[2]);
+        put(dir + "/rate", x[3]);
+        // GID entries at indexes 0 and 3, as on a RoCE port.
+        const unsigned idx[2] = {0, 3};
+        for (int g = 0; g < 2; ++g) {
+            put(dir + "/gids/" + std::to_string(idx[g]), x[4 + 3 * g]);
+            put(dir + "/gid_attrs/types/" + std::to_string(idx[g]), x[5 + 3 * g]);
+            put(dir + "/gid_attrs/ndevs/" + std::to_string(idx[g]), x[6 + 3 * g]);
+        }
+        if (component(x[10])) {
+            mkdirs(dev + "/device/net/" + x[10]);
+            put(r + "/class/net/" + x[10] + "/operstate", x[11]);
+            put(r + "/class/net/" + x[10] + "/mtu", x[12]);
+        }
+    }
+
+    const auto ports = mn::read_sysfs_ports(r);
+    FUZZ_CHECK(ports.size() == 2, "%zu ports read from a tree of 2", ports.size());
+    for (std::size_t k = 0; k < ports.size(); ++k) {
+        const mn::RdmaPort& p = ports[k];
+        const std::string* x = &f[k * kFieldsPerPort];
+        FUZZ_CHECK(p.hca == kPorts[k].hca && p.port == kPorts[k].port, "port %zu is %s", k, p.name().c_str());
+        if (!p.problem.empty()) continue;
+        FUZZ_CHECK(!p.state.empty() && (p.link_layer == "InfiniBand" || p.link_layer == "Ethernet"), "%s",
+                   p.name().c_str());
+        FUZZ_CHECK(p.rate_gbps > 0 && p.rate_gbps <= 100000, "rate %g", p.rate_gbps);
+        if (p.gid_index) {
+            // The chosen GID is a RoCE v2 IPv4-mapped entry of the tree.
+            FUZZ_CHECK(p.roce() && (*p.gid_index == 0 || *p.gid_index == 3), "gid index %u", *p.gid_index);
+            const int g = *p.gid_index == 0 ? 0 : 1;
+            std::string gid = x[4 + 3 * g], type = x[5 + 3 * g];
+            gid = gid.substr(0, gid.find('\n'));
+            type = type.substr(0, type.find('\n'));
+            while (!type.empty() && std::isspace(static_cast<unsigned char>(type.back()))) type.pop_back();
+            while (!gid.empty() && std::isspace(static_cast<unsigned char>(gid.back()))) gid.pop_back();
+            FUZZ_CHECK(mn::ipv4_mapped_gid(gid) && lower(type) == "roce v2", "gid %u: '%s' '%s'", *p.gid_index,
+                       gid.c_str(), type.c_str());
+        }
+    }
+    for (mn::Mode m : {mn::Mode::Auto, mn::Mode::Ib, mn::Mode::Roce, mn::Mode::Socket}) check_choice(ports, m);
+    return 0;
+}
