@@ -142,20 +142,23 @@ flock 9
 cluster_up=1
 if MN_PLUGSTACK=$plugstack bash "$top/scripts/local-cluster.sh" start >"$work/cluster.log" 2>&1; then
   pass "local cluster up, plugstack.conf: include $plugstack"
-  out=$(timeout 120 srun -N3 --mn-nccl=auto --mn-nccl-explain bash -c \
+  # Two tasks per node: task launch, every task a rank.
+  out=$(timeout 120 srun -N3 --ntasks-per-node=2 --mn-nccl=auto --mn-nccl-explain bash -c \
     'echo "TASK $(hostname) RANK=${RANK-} WORLD_SIZE=${WORLD_SIZE-} LOCAL_RANK=${LOCAL_RANK-} MASTER_ADDR=${MASTER_ADDR-} MASTER_PORT=${MASTER_PORT-} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-}"' 2>&1)
   rc=$?
   echo "$out" | sed 's/^/    | /'
   tasks=$(grep '^TASK ' <<<"$out" | sort)
-  ranks=$(sed -n 's/.* RANK=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort | paste -sd,)
+  ranks=$(sed -n 's/.* RANK=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort -n | paste -sd,)
+  local_ranks=$(sed -n 's/.* LOCAL_RANK=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort -n | paste -sd,)
   addrs=$(sed -n 's/.* MASTER_ADDR=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort -u)
   ports=$(sed -n 's/.* MASTER_PORT=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort -u)
   sizes=$(sed -n 's/.* WORLD_SIZE=\([^ ]*\) .*/\1/p' <<<"$tasks" | sort -u)
   ifnames=$(sed -n 's/.* NCCL_SOCKET_IFNAME=\([^ ]*\).*/\1/p' <<<"$tasks" | sort -u)
-  [ $rc -eq 0 ] && [ "$ranks" = 0,1,2 ] && [ "$sizes" = 3 ] && [ "$addrs" = 10.250.0.10 ] &&
+  [ $rc -eq 0 ] && [ "$ranks" = 0,1,2,3,4,5 ] && [ "$local_ranks" = 0,0,0,1,1,1 ] && [ "$sizes" = 6 ] && [ "$addrs" = 10.250.0.10 ] &&
     [ "$(wc -l <<<"$ports")" = 1 ] && [ "$ports" -ge 20000 ] && [ "$ports" -le 29999 ] && [ "$ifnames" = "=eth0" ] &&
-    pass "srun -N3 --mn-nccl=auto through the installed plugin: RANK 0,1,2, WORLD_SIZE=3, MASTER_ADDR=$addrs, MASTER_PORT=$ports" ||
-    fail "srun -N3 --mn-nccl=auto through the installed plugin" "rc=$rc ranks=$ranks sizes=$sizes addrs=$addrs ports=$ports ifnames=$ifnames"
+    pass "srun -N3 --ntasks-per-node=2 --mn-nccl=auto through the installed plugin: RANK 0-5, LOCAL_RANK 0-1, WORLD_SIZE=6, MASTER_ADDR=$addrs, MASTER_PORT=$ports" ||
+    fail "srun -N3 --ntasks-per-node=2 --mn-nccl=auto through the installed plugin" \
+      "rc=$rc ranks=$ranks local_ranks=$local_ranks sizes=$sizes addrs=$addrs ports=$ports ifnames=$ifnames"
   built=$(grep -c "mn-nccl [^ ]* built for Slurm $series, running in Slurm $series\." <<<"$out")
   [ "$built" = 3 ] && pass "--mn-nccl-explain names the build's Slurm series on each node" ||
     fail "--mn-nccl-explain names the build's Slurm series on each node" "lines: $built"
@@ -206,9 +209,10 @@ if [ "${MN_TEST_RPM:-1}" != 0 ]; then
     echo "$list" | sed 's/^/    | /'
     libdir=$(rpm --eval '%{_libdir}')
     missing=()
-    for f in "$libdir/slurm/mn_nccl.so" /usr/bin/mn-preflight /usr/share/man/man8/mn_nccl.8.gz \
-      /usr/share/man/man1/mn-preflight.1.gz "$CONFFILE"; do
-      grep -qxF "$f" <<<"$list" || missing+=("$f")
+    # RHEL's rpm compresses man pages, Debian's does not.
+    for f in "$libdir/slurm/mn_nccl\.so" /usr/bin/mn-preflight '/usr/share/man/man8/mn_nccl\.8(\.gz)?' \
+      '/usr/share/man/man1/mn-preflight\.1(\.gz)?' "${CONFFILE//./\\.}"; do
+      grep -qxE "$f" <<<"$list" || missing+=("$f")
     done
     [ ${#missing[@]} -eq 0 ] && pass "the RPM holds $libdir/slurm/mn_nccl.so, mn-preflight, man pages, $CONFFILE" ||
       fail "the RPM's files" "missing: ${missing[*]}"
