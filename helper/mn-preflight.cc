@@ -213,8 +213,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!args.empty() && args[0] == "--version") {
-            std::printf("mn-preflight %s (GPU path: libcuda.so.1 and libnccl.so.2 loaded at run time)\n",
-                        PACKAGE_VERSION);
+            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1 and libnccl.so.2 loaded at run time)\n",
+                        PACKAGE_VERSION, MN_SLURM_SERIES);
             return 0;
         }
         if (!args.empty() && args[0] == "discover") return discover({args.begin() + 1, args.end()});

@@ -9,6 +9,7 @@ pkgs=(
   libhwloc-dev libibverbs-dev libcmocka-dev
   iproute2 util-linux procps
   python3-torch
+  debhelper dpkg-dev fakeroot rpm
 )
 
 missing=()

@@ -18,6 +18,8 @@
 # MN_SLURMD_PRELOAD (a library preloaded into slurmd and so slurmstepd, e.g.
 # the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS and UBSAN_OPTIONS go
 # with it).
+# MN_PLUGSTACK=FILE (plugstack.conf includes FILE, e.g. an installed package's
+# /etc/slurm/plugstack.conf.d/mn_nccl.conf, instead of naming the build's plugin).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -65,7 +67,12 @@ AutoDetect=off
 Name=gpu File=$DIR/gpu/nvidia[0-3]
 EOF
   # A plugstack.conf from another checkout would load a stale plugin.
-  grep -qF "$PLUGIN" "$DIR/plugstack.conf" 2>/dev/null || write_plugstack required
+  if [ -n "${MN_PLUGSTACK:-}" ]; then
+    [ -f "$MN_PLUGSTACK" ] || die "MN_PLUGSTACK=$MN_PLUGSTACK: no such file"
+    echo "include $MN_PLUGSTACK" >"$DIR/plugstack.conf"
+  else
+    grep -qF "$PLUGIN" "$DIR/plugstack.conf" 2>/dev/null || write_plugstack required
+  fi
   # One hosts file per node: its own name on 127.0.1.1 (when asked), the
   # others on their real addresses, as on a Debian cluster. The submit host
   # (this machine, where srun runs) is reached on the bridge: from 24.11 on
@@ -232,5 +239,5 @@ case "${1:-}" in
   status) SLURM_CONF=$DIR/slurm.conf sinfo ;;
   env) client_env ;;
   plugstack) shift; write_plugstack "$@" ;;
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

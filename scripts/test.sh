@@ -60,6 +60,14 @@ trap - EXIT
 exec 9>&-
 echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Version}' slurmd 2>/dev/null)"
 
+echo "== packages (scripts/test-package.sh: .deb through a real job, RPM)"
+bash scripts/test-package.sh 2>&1 | tee /tmp/mn-pkg.log
+p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-pkg.log)
+f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-pkg.log)
+[ -n "$p" ] || { echo "test-package.sh: no summary line"; f=1; p=0; }
+passed=$((passed + p))
+failed=$((failed + f))
+
 # The sanitizer build (every test under ASan + UBSan) and the fuzz targets,
 # on the host only: not in the release roots (--here). MN_SANITIZERS=0 skips.
 if [ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ]; then

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 #include "lib/topology.h"
 #include "lib/verbs.h"
 #include "plugin_state.h"
@@ -145,7 +146,14 @@ int stepd_task_init(spank_t sp) {
         return -1;
     if (t.local_id == 0) {
         for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
-        if (s.choice.explain) tell_user(explain_line(*s.plan, hostname()));
+        if (s.choice.explain) {
+            tell_user(explain_line(*s.plan, hostname()));
+            // Which build runs here: Slurm loads a plugin only into the series it was built for.
+            const char* running = nullptr;
+            spank_get_item(sp, S_SLURM_VERSION, &running);
+            tell_user(message("mn-nccl " PACKAGE_VERSION " built for Slurm " MN_SLURM_SERIES ", running in Slurm " +
+                              std::string(running ? running : "?")));
+        }
     }
     return 0;
 }
