@@ -1,7 +1,8 @@
-// mn-preflight's GPU path. CUDA (the driver's libcuda.so.1) and NCCL
-// (libnccl.so.2) are loaded at run time, so one build serves GPU and
-// CPU-only nodes and follows whatever NCCL the node has. No CUDA or NCCL
-// type leaves this file's .cc.
+// mn-preflight's GPU path. CUDA (the driver's libcuda.so.1), NCCL
+// (libnccl.so.2) and NVML (libnvidia-ml.so.1) are loaded at run time, so
+// one build serves GPU and CPU-only nodes and follows whatever NCCL the
+// node has; their types come from cuda.h, nccl.h and nvml.h when configure
+// found them. No CUDA, NCCL or NVML type leaves this file's .cc.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,20 @@ struct Availability {
 // another libnccl (a path), for NCCL installed outside the loader's path.
 Availability probe();
 
+// "GPU1 (0000:19:00.0)": how every message names a GPU.
+std::string describe(int dev);
+
+// Readiness, before any NCCL call: opens each GPU (context, stream),
+// allocates the all-reduce's buffer, checks a copy there and back, and
+// that enough memory stays free for NCCL. "" when ready, else what failed,
+// naming the GPU. run_allreduce() uses what it set up.
+std::string prepare(const std::vector<int>& devices, std::size_t bytes);
+
+// Leaves NCCL wherever this process is in it (init, a collective, a
+// split), from any thread: ncclCommAbort on every communicator, and every
+// wait in run_allreduce() returns.
+void abort_nccl();
+
 struct DeviceInfo {
     int index = 0;
     std::string name, busid;
@@ -37,9 +52,10 @@ struct AllreduceResult {
     double init_seconds = 0;
     double seconds = 0;    // per iteration, averaged over the timed loop
     std::vector<std::string> transports;  // "NET/Socket", "P2P/CUMEM", ... from NCCL's own log
-    // For each pair round: seconds per iteration, 0 on error, -1 when this
-    // rank was in no pair that round.
-    std::vector<double> pair_seconds;
+    bool peer = false;  // the error is NCCL's with another rank (remote, network, time-out, stopped)
+    // For each pair round, for each lane: seconds per iteration, 0 on
+    // error, -1 when the lane was in no pair that round.
+    std::vector<std::vector<double>> pair_seconds;
     std::string pair_error;
 };
 
@@ -50,15 +66,20 @@ struct AllreduceJob {
     std::string id;            // unique_id() of rank 0
     std::size_t bytes = 0;
     int warmup = 0, iters = 0;
-    // Pair rounds: for each round, this process's color (the pair it is in)
+    double budget = 3;       // seconds: the timed loop stops after this (every rank at once)
+    double pair_budget = 1;  // the same for each pair round
+    double deadline_s = 60;  // seconds from now: every wait gives up
+    // Pair rounds: for each round, each lane's color (the pair it is in)
     // or -1, and the bytes to use.
-    std::vector<int> pair_colors;
+    std::vector<std::vector<int>> pair_colors;
     std::size_t pair_bytes = 0;
     std::string log_path;  // where NCCL writes its INFO lines (transport)
 };
 
-// ncclCommInitRank for each lane, one checked all-reduce, a timed loop,
-// then the pair rounds on communicators split off the first one.
+// Non-blocking ncclCommInitRankConfig for each lane, one checked
+// all-reduce, warm-up and a timed loop bounded by job.budget, then the pair
+// rounds on communicators split off the first one. Every wait polls, so
+// abort_nccl() (rank 0's stop word) ends it.
 AllreduceResult run_allreduce(const AllreduceJob& job);
 
 // Prolog: every visible GPU takes a context, a 16 MiB allocation and a copy

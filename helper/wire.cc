@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace mn::wire {
 
@@ -227,6 +228,50 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     std::string body(n, '\0');
     if (!exchange(fd, nullptr, 0, fd, body.data(), n, d, err)) return std::nullopt;
     return decode(body);
+}
+
+void Mux::add(std::size_t key, int fd) { src_[key] = Source{fd, "", false}; }
+
+std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
+    if (s.buf.size() < 4) return std::nullopt;
+    const auto* b = reinterpret_cast<const unsigned char*>(s.buf.data());
+    const uint32_t n = uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
+    if (n > (1u << 20)) {
+        s.closed = true;
+        return Event{key, std::nullopt, "a message of " + std::to_string(n) + " bytes is not mn-preflight's"};
+    }
+    if (s.buf.size() < 4 + n) return std::nullopt;
+    Event e{key, decode(s.buf.substr(4, n)), ""};
+    s.buf.erase(0, 4 + n);
+    return e;
+}
+
+std::optional<Mux::Event> Mux::next(const Deadline& d) {
+    while (true) {
+        std::vector<pollfd> p;
+        std::vector<std::size_t> keys;
+        for (auto& [k, s] : src_) {
+            if (s.closed) continue;
+            if (auto e = take(k, s)) return e;
+            p.push_back({s.fd, POLLIN, 0});
+            keys.push_back(k);
+        }
+        if (p.empty() || d.passed()) return std::nullopt;
+        if (::poll(p.data(), p.size(), d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
+        for (std::size_t i = 0; i < p.size(); ++i) {
+            if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+            Source& s = src_[keys[i]];
+            char chunk[65536];
+            ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
+            if (k > 0) {
+                s.buf.append(chunk, static_cast<std::size_t>(k));
+            } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                s.closed = true;
+                if (auto e = take(keys[i], s)) return e;
+                return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+            }
+        }
+    }
 }
 
 }  // namespace mn::wire

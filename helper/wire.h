@@ -69,6 +69,30 @@ using Fields = std::map<std::string, std::string>;
 bool send_msg(int fd, const Fields& f, const Deadline& d);
 std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err);
 std::string encode(const Fields& f);
+
+// Messages from many sockets at once, in the order they come: rank 0
+// hears whichever rank speaks first, so one rank's failure is not queued
+// behind another rank that is still busy (or stuck).
+class Mux {
+public:
+    void add(std::size_t key, int fd);
+    struct Event {
+        std::size_t key = 0;
+        std::optional<Fields> msg;  // none: the socket closed or broke (error says how), once
+        std::string error;
+    };
+    // The next whole message (or a socket's end); none at the deadline.
+    std::optional<Event> next(const Deadline& d);
+
+private:
+    struct Source {
+        int fd = -1;
+        std::string buf;
+        bool closed = false;
+    };
+    std::map<std::size_t, Source> src_;
+    std::optional<Event> take(std::size_t key, Source& s);
+};
 Fields decode(const std::string& text);
 
 }  // namespace mn::wire

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "json.h"
 #include "text.h"
@@ -127,6 +128,47 @@ std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairR
     return out;
 }
 
+std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPairResult>& pairs) {
+    std::vector<std::pair<uint32_t, std::string>> out;
+    for (const auto& p : pairs)
+        if (!p.error.empty()) out.push_back({p.node, "GPU pair " + p.gpu_a + " - " + p.gpu_b + " failed: " + p.error});
+    if (pairs.size() < 3) return out;
+    // Each GPU: its pairs against the median of the pairs it is not in.
+    std::map<std::pair<uint32_t, std::string>, std::vector<double>> mine;
+    for (const auto& p : pairs) {
+        const double bw = p.error.empty() ? p.busbw_gbps : 0.0;
+        mine[{p.node, p.gpu_a}].push_back(bw);
+        mine[{p.node, p.gpu_b}].push_back(bw);
+    }
+    std::set<std::pair<uint32_t, std::string>> slow;
+    for (const auto& [gpu, bws] : mine) {
+        std::vector<double> others;
+        for (const auto& p : pairs)
+            if (!(p.node == gpu.first && (p.gpu_a == gpu.second || p.gpu_b == gpu.second)))
+                others.push_back(p.error.empty() ? p.busbw_gbps : 0.0);
+        if (others.empty() || bws.size() < 2) continue;  // one pair: GPU and link cannot be told apart
+        const double best = *std::max_element(bws.begin(), bws.end()), ref = median(others);
+        if (ref > 0 && best < 0.5 * ref) {
+            slow.insert(gpu);
+            out.push_back({gpu.first, "slow GPU " + gpu.second + ": its pairs run at " + bw(best) +
+                                          " GB/s at best, the other GPU pairs' median is " + bw(ref) + " GB/s"});
+        }
+    }
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto& p = pairs[i];
+        if (!p.error.empty() || slow.count({p.node, p.gpu_a}) || slow.count({p.node, p.gpu_b})) continue;
+        std::vector<double> others;
+        for (std::size_t j = 0; j < pairs.size(); ++j)
+            if (j != i) others.push_back(pairs[j].error.empty() ? pairs[j].busbw_gbps : 0.0);
+        const double ref = median(others);
+        if (ref > 0 && p.busbw_gbps < 0.5 * ref)
+            out.push_back({p.node, "slow link between " + p.gpu_a + " and " + p.gpu_b + ": " + bw(p.busbw_gbps) +
+                                       " GB/s, the other GPU pairs' median is " + bw(ref) +
+                                       " GB/s (check nvidia-smi nvlink -s and topo -m)"});
+    }
+    return out;
+}
+
 void judge(PreflightReport& r) {
     std::map<uint32_t, std::vector<std::string>> blame;
     for (const auto& n : r.nodes)
@@ -134,6 +176,8 @@ void judge(PreflightReport& r) {
     for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
     for (const auto& [node, why] : slow_nodes(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw))
         blame[node].push_back("slow: " + why);
+    for (const auto& [index, why] : slow_gpus(r.gpu_pairs))
+        if (index < r.nodes.size()) blame[r.nodes[index].node].push_back(why);
     for (auto& n : r.nodes) {
         // NCCL falling back to sockets on a node with RDMA is the classic
         // silent 10x slowdown.
@@ -149,7 +193,7 @@ void judge(PreflightReport& r) {
     for (auto& n : r.nodes) {
         const auto it = blame.find(n.node);
         if (it == blame.end()) {
-            n.verdict = "ok";
+            n.verdict = n.waited_on.empty() ? "ok" : "waited on " + join_list(n.waited_on);
             continue;
         }
         n.verdict.clear();
@@ -238,6 +282,18 @@ std::string report_table(const PreflightReport& r) {
             out += "transport: between nodes " + (c.inter_transport.empty() ? "-" : c.inter_transport) +
                    ", inside nodes " + (c.intra_transport.empty() ? "-" : c.intra_transport) + "\n";
     }
+    if (!r.gpu_pairs.empty()) {
+        std::vector<double> v;
+        const GpuPairResult* low = &r.gpu_pairs.front();
+        for (const auto& p : r.gpu_pairs) {
+            v.push_back(p.busbw_gbps);
+            if (p.busbw_gbps < low->busbw_gbps) low = &p;
+        }
+        out += "GPU pairs inside nodes: " + std::to_string(v.size()) + ", median busbw " + bw(median(v)) +
+               " GB/s, lowest " + bw(low->busbw_gbps) + " GB/s (" +
+               (r.nodes.size() > low->node ? r.nodes[low->node].host + " " : "") + low->gpu_a + " - " + low->gpu_b +
+               ")\n";
+    }
     for (const auto& n : r.notes) out += "note: " + n + "\n";
     for (const auto& p : r.problems) out += "problem: " + p + "\n";
     out += std::string(r.code == kPass ? "PASS" : "FAIL") + " (" + num(r.elapsed, 1) + " s" +
@@ -260,7 +316,11 @@ std::string report_json(const PreflightReport& r) {
                ",\"ifname\":" + json_string(n.ifname) +
                ",\"pair_busbw_gbps\":" + (n.pair_busbw ? num(*n.pair_busbw, 4) : "null") +
                ",\"inter_transport\":" + json_string(n.inter_transport) + ",\"verdict\":" + json_string(n.verdict) +
-               "}";
+               ",\"waited_on\":[" + [&] {
+                   std::string w;
+                   for (const auto& h : n.waited_on) w += (w.empty() ? "" : ",") + json_string(h);
+                   return w;
+               }() + "]}";
     }
     const CollectiveResult& c = r.coll;
     out += "],\"allreduce\":{\"ran\":" + std::string(c.ran ? "true" : "false") + ",\"path\":" + json_string(c.path) +
@@ -275,6 +335,14 @@ std::string report_json(const PreflightReport& r) {
         const PairResult& p = r.pairs[i];
         out += std::string(i ? "," : "") + "{\"a\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
                ",\"b\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
+               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    }
+    out += "],\"gpu_pairs\":[";
+    for (std::size_t i = 0; i < r.gpu_pairs.size(); ++i) {
+        const GpuPairResult& p = r.gpu_pairs[i];
+        out += std::string(i ? "," : "") +
+               "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
+               ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +
                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
     }
     out += "],\"problems\":[";

@@ -44,6 +44,9 @@ struct NodeReport {
     std::string ifname;
     std::vector<std::string> problems;  // found on the node itself (GPU, HCA)
     std::string inter_transport;        // NCCL's transport to other nodes, GPU path
+    // Nodes this one only waited on (their failure held it up): evidence
+    // that it is not to blame.
+    std::vector<std::string> waited_on;
     bool has_rdma() const { return sig.fabric == "ib" || sig.fabric == "roce"; }
     // Filled by judge().
     std::optional<double> pair_busbw;  // median of its pair tests
@@ -54,6 +57,14 @@ struct PairResult {
     uint32_t a = 0, b = 0;  // node indexes
     double busbw_gbps = 0;
     std::string error;      // the pair test failed or timed out
+};
+
+// A pair test between two GPUs of one node (NVLink or PCIe between them).
+struct GpuPairResult {
+    uint32_t node = 0;          // index in the report
+    std::string gpu_a, gpu_b;   // "GPU1 (0000:19:00.0)"
+    double busbw_gbps = 0;
+    std::string error;
 };
 
 struct CollectiveResult {
@@ -74,6 +85,7 @@ struct PreflightReport {
     std::vector<NodeReport> nodes;
     CollectiveResult coll;
     std::vector<PairResult> pairs;
+    std::vector<GpuPairResult> gpu_pairs;
     std::optional<double> min_busbw;
     std::string timed_out;  // the phase that ran out of time, and who was missing
     std::vector<std::string> problems;
@@ -91,7 +103,16 @@ std::vector<std::pair<uint32_t, std::string>> inconsistent_nodes(const std::vect
 std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairResult>& pairs, uint32_t nnodes,
                                                          std::optional<double> floor);
 
-// Fills each node's verdict, the report's problems and its exit code.
+
+// Inside nodes: a GPU whose every pair runs below half the median of the
+// pairs without it (over all nodes, the same hardware) is named slow; else
+// a pair below half the median of the other pairs is named (its link); a
+// pair whose test failed is named with its error. Fewer than three pairs
+// in all: nothing to compare, nobody named (a failure still is).
+std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPairResult>& pairs);
+
+// Fills each node's verdict ("ok", "waited on NODE" or what is wrong
+// there), the report's problems (the culprits only) and its exit code.
 void judge(PreflightReport& r);
 
 std::string report_table(const PreflightReport& r);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mn-preflight on the real local Slurm (CPU path: TCP ring on eth0): a
 # healthy check, a slow link (tc tbf), an odd MTU, a rank that never
-# arrives, a rank without the step secret, bad options, the prolog mode.
+# arrives, a rank stuck in the all-reduce, a rank whose set-up fails (the
+# MN_PREFLIGHT_FAIL_SETUP test hook), a rank without the step secret, bad
+# options, the prolog mode.
 source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 plugstack required
@@ -44,10 +46,11 @@ t_slow_node() {
   ip netns exec node1 tc qdisc add dev eth0 root tbf rate 50mbit burst 32kbit latency 100ms
   run srun -N3 --ntasks-per-node=1 --mn-nccl "$PF"
   slow_off
+  local verdict_s; verdict_s=$(sed -n 's/^FAIL (\([0-9.]*\) s)$/\1/p' "$OUT/last")
   [ $RC -eq 1 ] && has '^FAIL' && row node1 | grep -q 'slow: its pairs run at' &&
     row node0 | grep -q ' ok$' && row node2 | grep -q ' ok$' && has '^problem: node1: slow' &&
     ! has '^problem: node[02]' || { fail "$name" "rc=$RC"; return; }
-  pass "$name"
+  pass "$name (verdict in ${verdict_s} s)"
 }
 
 t_odd_mtu() {
@@ -72,14 +75,39 @@ t_rank_never_arrives() {
 t_rank_stuck_in_collective() {
   local name="a rank stopped in the middle of the all-reduce: time-out, exit 3, that rank named, its neighbours' errors shown"
   local t0=$SECONDS
+  # The all-reduce's time bound is 0.1 x --timeout (2 s here): the rank
+  # stops 1 s in, while the ring is still turning.
   run srun -N3 -n3 --mn-nccl bash -c "
     if [ \$SLURM_PROCID = 2 ]; then
-      $PF --timeout 10 --size 64M --iters 50 & pid=\$!; sleep 2; kill -STOP \$pid; sleep 11; kill -CONT \$pid; wait
-    else exec $PF --timeout 10 --size 64M --iters 50; fi"
+      $PF --timeout 20 --size 64M --iters 50 & pid=\$!; sleep 1; kill -STOP \$pid; sleep 21; kill -CONT \$pid; wait
+    else exec $PF --timeout 20 --size 64M --iters 50; fi"
   [ $RC -eq 3 ] && has 'time-out: collective: rank 2 did not report' && has 'ring from rank 0 to rank 2: time ran out' &&
-    row node2 | grep -q 'rank 2 never finished the all-reduce' &&
-    [ $((SECONDS - t0)) -lt 40 ] || { fail "$name" "rc=$RC"; return; }
+    row node2 | grep -q 'rank 2: never finished the all-reduce' &&
+    row node0 | grep -q 'waited on node2$' && row node1 | grep -q 'waited on node2$' && ! has '^problem: node[01]' &&
+    [ $((SECONDS - t0)) -lt 40 ] || { fail "$name" "rc=$RC after $((SECONDS - t0)) s"; return; }
   pass "$name"
+}
+
+t_setup_fails() {
+  local name="a rank whose set-up fails (MN_PREFLIGHT_FAIL_SETUP=1): exit 1 (not a time-out) in seconds, only node1 named, node0 and node2 'waited on node1'"
+  local t0 t
+  t0=$(date +%s%N)
+  run srun -N3 -n3 --mn-nccl bash -c "MN_PREFLIGHT_FAIL_SETUP=1 exec $PF --timeout 30"
+  t=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $RC -eq 1 ] && has '^FAIL \([0-9.]+ s\)$' && ! has 'time-out' &&
+    row node1 | grep -q 'rank 1: set-up failed on purpose (MN_PREFLIGHT_FAIL_SETUP' &&
+    row node0 | grep -q 'waited on node1$' && row node2 | grep -q 'waited on node1$' &&
+    [ "$(count '^problem:')" = 1 ] && has '^problem: node1: rank 1: set-up failed on purpose' &&
+    [ $t -lt 10000 ] || { fail "$name" "rc=$RC, ${t} ms from srun to exit"; return; }
+  # The same in JSON: the verdicts, the culprit alone in problems.
+  run srun -N3 -n3 --mn-nccl bash -c "MN_PREFLIGHT_FAIL_SETUP=1 exec $PF --timeout 30 --json"
+  local got
+  got=$($PY -c 'import json,sys
+d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
+print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"]))' "$OUT/last" 2>&1)
+  [ $RC -eq 1 ] && [ "$got" = "1 [('node0', 'waited on node1', ['node1']), ('node1', 'rank 1: set-up failed on purpos', []), ('node2', 'waited on node1', ['node1'])] 1" ] ||
+    { fail "$name" "json: $got"; return; }
+  pass "$name (${t} ms from srun to exit)"
 }
 
 t_wrong_secret() {

@@ -1,0 +1,298 @@
+// Phase 1, rendezvous: every rank finds what it brings (fabric, GPUs, a
+// data port), connects to rank 0 at MASTER_ADDR:MASTER_PORT and proves it
+// holds the step's secret. Budget: half of --timeout.
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+#include "helper/check/step.h"
+#include "lib/fabric.h"
+#include "lib/hostlist.h"
+#include "lib/netprobe.h"
+#include "lib/sha256.h"
+#include "lib/step_plan.h"
+#include "lib/text.h"
+#include "lib/verbs.h"
+
+namespace mn::check {
+namespace {
+
+unsigned interface_mtu(const std::string& ifname) {
+    if (ifname.empty()) return 0;
+    int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return 0;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+    unsigned mtu = ioctl(s, SIOCGIFMTU, &ifr) == 0 ? static_cast<unsigned>(ifr.ifr_mtu) : 0;
+    ::close(s);
+    return mtu;
+}
+
+std::string random_hex(std::size_t bytes) {
+    std::random_device rd;
+    std::string raw;
+    for (std::size_t i = 0; i < bytes; ++i) raw.push_back(static_cast<char>(rd() & 0xff));
+    return to_hex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+}
+
+// The discovery a node contributes to the consistency check.
+void local_facts(Step& st) {
+    auto choice = choose_fabric(discover_ports(sysfs_root(process_env(), SiteConfig{})), st.o.mode);
+    if (!choice) {
+        st.home_problems.push_back(choice.problem().text());
+        st.sig.fabric = "?";
+    } else {
+        st.sig.fabric = choice->fabric;
+        unsigned mtu = 0;
+        for (const auto& v : choice->ports) {
+            if (!v.chosen) continue;
+            st.sig.hcas += (st.sig.hcas.empty() ? "" : ",") + v.port.name();
+            st.sig.rate_gbps = std::max(st.sig.rate_gbps, v.port.rate_gbps);
+            if (v.port.mtu && (!mtu || v.port.mtu < mtu)) mtu = v.port.mtu;
+        }
+        st.sig.mtu = mtu;
+    }
+    st.ifname = interface_towards(st.self.master, SystemNetwork{});
+    if (st.sig.fabric == "socket") st.sig.mtu = interface_mtu(st.ifname);
+}
+
+std::string missing_ranks(const std::vector<Member>& m, const std::vector<bool>& have) {
+    std::vector<uint32_t> miss;
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (!have[r]) miss.push_back(r);
+    if (miss.empty()) return "";
+    std::string out = (miss.size() == 1 ? "rank " : "ranks ") + rank_ranges(miss) + " did not arrive";
+    // The nodes from which not one rank came, by Slurm's node names.
+    std::set<std::string> seen;
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (have[r]) seen.insert(m[r].hello.count("slurm_node") ? m[r].hello.at("slurm_node") : "");
+    if (auto hosts = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")))) {
+        std::string none;
+        for (std::size_t i = 0; i < hosts->size(); ++i)
+            if (!seen.count((*hosts)[i])) none += (none.empty() ? "" : ",") + (*hosts)[i];
+        if (!none.empty()) out += " (none from " + none + ")";
+    }
+    return out;
+}
+
+}  // namespace
+
+Outcome<Self> read_self() {
+    Self s;
+    const std::string host = host_name();
+    auto need = [&](const char* name, const std::string& fix) -> Outcome<std::string> {
+        std::string v = env_or(name);
+        if (v.empty()) return Problem{"mn-preflight: " + host + ": " + name + " is not set", fix};
+        return v;
+    };
+    const std::string under = "run it as a step: srun --mn-nccl=auto mn-preflight";
+    auto rank = need("SLURM_PROCID", under);
+    if (!rank) return rank.problem();
+    auto world = need("SLURM_NTASKS", under);
+    if (!world) return world.problem();
+    auto master = need("MASTER_ADDR", under + " (the plugin sets MASTER_ADDR)");
+    if (!master) return master.problem();
+    auto port = need("MASTER_PORT", under + " (the plugin sets MASTER_PORT)");
+    if (!port) return port.problem();
+    auto secret = need("MN_NCCL_STEP_SECRET", under + "; with --export, keep MN_NCCL_STEP_SECRET (e.g. --export=ALL)");
+    if (!secret) return secret.problem();
+    s.rank = static_cast<uint32_t>(std::strtoul(rank->c_str(), nullptr, 10));
+    s.world = static_cast<uint32_t>(std::strtoul(world->c_str(), nullptr, 10));
+    if (s.world == 0 || s.rank >= s.world)
+        return Problem{"mn-preflight: " + host + ": SLURM_PROCID=" + *rank + " does not fit SLURM_NTASKS=" + *world,
+                       under};
+    s.node = static_cast<uint32_t>(std::strtoul(env_or("NODE_RANK", env_or("SLURM_NODEID", "0")).c_str(), nullptr, 10));
+    // Slurm's node name, as users know it (several slurmd may share a host);
+    // an emulated node's NCCL_HOSTID.
+    s.label = env_or("NCCL_HOSTID", env_or("SLURMD_NODENAME", host));
+    auto addr = Ipv4::parse(*master);
+    if (!addr) {
+        std::string err;
+        auto a = resolve_ipv4(*master, err);
+        if (a.empty()) return Problem{"mn-preflight: " + host + ": MASTER_ADDR='" + *master + "' does not resolve", under};
+        addr = a[0];
+    }
+    s.master = addr->str();
+    unsigned long p = std::strtoul(port->c_str(), nullptr, 10);
+    if (p == 0 || p > 65535) return Problem{"mn-preflight: " + host + ": MASTER_PORT='" + *port + "' is not a port", under};
+    s.port = static_cast<uint16_t>(p);
+    s.secret = *secret;
+    s.task_mode = !env_or("LOCAL_WORLD_SIZE").empty();
+    s.local_rank = static_cast<uint32_t>(std::strtoul(env_or("LOCAL_RANK", env_or("SLURM_LOCALID", "0")).c_str(), nullptr, 10));
+    return s;
+}
+
+bool prepare_self(Step& st) {
+    local_facts(st);
+    // NCCL reads its variables once, at its first call (even
+    // ncclGetVersion): its INFO lines, which say the transport each channel
+    // took, go to a file of ours.
+    st.nccl_log = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
+    if (st.o.path != "cpu") {
+        setenv("NCCL_DEBUG", "INFO", 1);
+        setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
+        setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
+        st.ga = gpu::probe();
+    }
+    if (st.ga.ok) {
+        if (st.self.task_mode)
+            st.devices.push_back(static_cast<int>(st.self.local_rank % static_cast<uint32_t>(st.ga.devices)));
+        else
+            for (int i = 0; i < st.ga.devices; ++i) st.devices.push_back(i);
+        // Opening GPUs takes a while: start now, beside the rendezvous;
+        // readiness collects it.
+        const std::size_t bytes = st.o.bytes ? st.o.bytes : (64u << 20);
+        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes] { return gpu::prepare(devs, bytes); })
+                           .share();
+    }
+    auto data_listen = wire::listen_tcp("", 0, &st.data_port);
+    if (!data_listen) {
+        std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), data_listen.problem().text().c_str());
+        return false;
+    }
+    st.data_listen = std::move(data_listen.value());
+    std::string problems;
+    for (const auto& p : st.home_problems) problems += (problems.empty() ? "" : " | ") + p;
+    st.hello = {{"rank", std::to_string(st.self.rank)},
+                {"node", std::to_string(st.self.node)},
+                {"label", st.self.label},
+                {"slurm_node", env_or("SLURMD_NODENAME", host_name())},
+                {"gpu_ok", st.ga.ok ? "1" : "0"},
+                {"gpu_why", st.ga.why},
+                {"gpus", std::to_string(st.ga.ok ? st.ga.devices : 0)},
+                {"lanes", std::to_string(std::max<std::size_t>(1, st.devices.size()))},
+                {"data_port", std::to_string(st.data_port)},
+                {"fabric", st.sig.fabric},
+                {"hcas", st.sig.hcas},
+                {"rate", num(st.sig.rate_gbps, -1)},
+                {"mtu", std::to_string(st.sig.mtu)},
+                {"ifname", st.ifname},
+                {"problems", problems}};
+    std::string lane_gpus;
+    for (int d : st.devices) lane_gpus += (lane_gpus.empty() ? "" : ";") + gpu::describe(d);
+    st.hello["lane_gpus"] = lane_gpus;
+    return true;
+}
+
+bool join(Step& st) {
+    const Self& self = st.self;
+    auto ctl = wire::connect_tcp(self.master, self.port, st.rdzv);
+    if (!ctl) {
+        std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: rank 0 at %s:%u did not answer (%s)\n",
+                     self.label.c_str(), self.rank, self.master.c_str(), self.port, ctl.problem().text().c_str());
+        return false;
+    }
+    std::string err;
+    auto challenge = wire::recv_msg(ctl->get(), st.rdzv, &err);
+    if (!challenge) {
+        std::fprintf(stderr, "mn-preflight: %s rank %u: rank 0 sent no challenge (%s)\n", self.label.c_str(),
+                     self.rank, err.c_str());
+        return false;
+    }
+    st.hello["proof"] = hmac_hex(self.secret, (*challenge)["nonce"] + ":" + st.hello["rank"]);
+    st.hello["data_addr"] = wire::local_address(ctl->get());
+    if (!wire::send_msg(ctl->get(), st.hello, st.rdzv)) return false;
+    st.ctl = std::move(ctl.value());
+    st.inbox.start(st.ctl.get(), self, st.end);
+    return true;
+}
+
+bool gather(Step& st) {
+    const Self& self = st.self;
+    st.phase = "rendezvous";
+    uint16_t bound = 0;
+    auto lfd = wire::listen_tcp("", self.port, &bound);
+    if (!lfd) {
+        std::fprintf(stderr, "mn-preflight: %s rank 0: %s\n", self.label.c_str(), lfd.problem().text().c_str());
+        return false;
+    }
+    auto& members = st.members;
+    members.resize(self.world);
+    std::vector<bool> have(self.world, false);
+    members[0].hello = st.hello;
+    members[0].hello["data_addr"] = self.master;
+    have[0] = true;
+    uint32_t arrived = 1;
+    set_phase("rendezvous", missing_ranks(members, have));
+    while (arrived < self.world && !st.rdzv.passed()) {
+        std::string peer;
+        auto c = wire::accept_one(lfd->get(), st.rdzv, &peer);
+        if (!c) break;
+        const std::string nonce = random_hex(16);
+        const Deadline hs = Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())));
+        std::string err;
+        if (!wire::send_msg(c->get(), {{"nonce", nonce}}, hs)) continue;
+        auto h = wire::recv_msg(c->get(), hs, &err);
+        if (!h) {
+            st.rep.notes.push_back("a connection from " + peer + " sent no greeting (" + err + ")");
+            continue;
+        }
+        Fields& f = *h;
+        const uint32_t r = static_cast<uint32_t>(std::strtoul(f["rank"].c_str(), nullptr, 10));
+        if (f["proof"] != hmac_hex(self.secret, nonce + ":" + f["rank"])) {
+            st.rep.notes.push_back("refused a connection from " + peer + " claiming rank " + f["rank"] +
+                                   ": it does not hold this step's secret");
+            std::fprintf(stderr, "mn-preflight: %s\n", st.rep.notes.back().c_str());
+            continue;
+        }
+        if (r == 0 || r >= self.world || have[r]) {
+            st.rep.notes.push_back("refused a second or out-of-range rank " + f["rank"] + " from " + peer);
+            continue;
+        }
+        members[r].hello = f;
+        members[r].ctl = std::move(c.value());
+        have[r] = true;
+        ++arrived;
+        set_phase("rendezvous", missing_ranks(members, have));
+    }
+    // Nodes, in NODE_RANK order.
+    std::map<uint32_t, NodeReport> by_node;
+    for (uint32_t r = 0; r < self.world; ++r) {
+        if (!have[r]) continue;
+        Fields& f = members[r].hello;
+        const uint32_t node = static_cast<uint32_t>(std::strtoul(f["node"].c_str(), nullptr, 10));
+        NodeReport& n = by_node[node];
+        n.node = node;
+        if (n.ranks.empty()) {
+            n.host = f["label"];
+            n.sig.fabric = f["fabric"];
+            n.sig.hcas = f["hcas"];
+            n.sig.rate_gbps = std::atof(f["rate"].c_str());
+            n.sig.mtu = static_cast<unsigned>(std::atoi(f["mtu"].c_str()));
+            n.ifname = f["ifname"];
+            n.gpus = static_cast<uint32_t>(std::atoi(f["gpus"].c_str()));
+            if (!f["problems"].empty()) n.problems.push_back(f["problems"]);
+        }
+        n.ranks.push_back(r);
+    }
+    std::map<uint32_t, uint32_t> node_index;  // NODE_RANK -> index in rep.nodes
+    for (auto& [id, n] : by_node) {
+        node_index[id] = static_cast<uint32_t>(st.rep.nodes.size());
+        st.rep.nodes.push_back(n);
+    }
+    for (uint32_t r = 0; r < self.world; ++r)
+        if (have[r]) {
+            members[r].node_index = node_index[static_cast<uint32_t>(std::atoi(members[r].hello["node"].c_str()))];
+            if (r > 0) st.mux.add(r, members[r].ctl.get());
+        }
+    if (arrived < self.world) {
+        st.rep.timed_out = "rendezvous: " + missing_ranks(members, have) + " at " + self.master + ":" +
+                           std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +
+                           std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
+        return false;
+    }
+    progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(st.rep.nodes.size()) +
+                       " nodes in " + num(now_s() - st.start) + " s");
+    return true;
+}
+
+}  // namespace mn::check

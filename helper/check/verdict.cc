@@ -1,0 +1,53 @@
+// Phase 5, the verdict: blame by evidence (lib/blame: the ranks that found
+// a fault, else those that never reported; the others only waited on
+// them), the table or JSON, and every rank told done or stop. Budget: the
+// last half second of --timeout.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <unistd.h>
+
+#include "helper/check/step.h"
+#include "lib/text.h"
+
+namespace mn::check {
+
+int verdict(Step& st) {
+    PreflightReport& rep = st.rep;
+    if (!st.evidence.empty()) {
+        const Blame b = assign_blame(st.evidence);
+        for (const auto& [node, why] : b.faults)
+            for (const auto& w : why) rep.nodes[node].problems.push_back(w);
+        for (const auto& [node, on] : b.waited_on)
+            for (uint32_t c : on) rep.nodes[node].waited_on.push_back(rep.nodes[c].host);
+        for (const auto& [rank, text] : b.notes) rep.notes.push_back(st.who(rank) + ": " + text);
+        if (b.timed_out && rep.timed_out.empty())
+            rep.timed_out = st.phase + ": " + (b.silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(b.silent) +
+                            " did not report within --timeout " + num(st.o.timeout, -1) + " s";
+    }
+    rep.min_busbw = st.o.min_busbw;
+    rep.elapsed = now_s() - st.start;
+    judge(rep);
+    mark_done();
+    const std::string out = st.o.json ? report_json(rep) : report_table(rep);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    // Done after a pass; stop otherwise, so a rank inside NCCL (waiting on
+    // a failed one) leaves it now rather than at its watchdog.
+    const std::string why = rep.problems.empty() ? "check failed" : rep.problems.front();
+    const Fields word{{"op", rep.code == kPass ? "done" : "stop"}, {"code", std::to_string(rep.code)}, {"why", why}};
+    for (uint32_t r = 1; r < st.members.size(); ++r)
+        if (st.members[r].ctl) wire::send_msg(st.members[r].ctl.get(), word, Deadline::in(1));
+    // Rank 0's own share may still be inside NCCL: abort it; the process
+    // ends with the verdict either way.
+    if (st.own.valid() && st.own.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        gpu::abort_nccl();
+        if (st.own.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+            std::fflush(stderr);
+            _exit(rep.code);
+        }
+    }
+    return rep.code;
+}
+
+}  // namespace mn::check

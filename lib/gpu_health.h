@@ -1,0 +1,49 @@
+// GPU health as DCGM diag and NHC judge it, apart from NVML: what NVML
+// said about each GPU (helper/gpu.cc reads it) -> findings, each fail or
+// warn, naming the GPU, the node and the fix. mn-preflight(1) says why
+// each kind is a fail or a warning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mn {
+
+struct GpuReadings {
+    std::string gpu;  // "GPU1 (0000:19:00.0)"
+    bool nvml = false;          // NVML answered for this GPU at all
+    std::string nvml_error;     // why not
+    struct Process {
+        unsigned pid = 0;
+        std::string name;
+        uint64_t used_mib = 0;
+    };
+    std::vector<Process> processes;  // compute processes on the GPU, this check's included
+    std::optional<uint64_t> ecc_uncorrected;  // volatile: since the last driver load or reset
+    std::optional<bool> retirement_pending;   // page retirement (before Ampere)
+    std::optional<bool> remap_pending;        // row remapping (Ampere and later)
+    std::optional<bool> remap_failed;
+    std::optional<unsigned> pcie_gen, pcie_gen_max, pcie_width, pcie_width_max;
+    int nvlinks = 0, nvlinks_up = 0;  // links that exist, links up
+    // Clock event reasons (NVML's throttle reasons) in force now.
+    bool hw_slowdown = false, hw_thermal = false, sw_thermal = false, power_brake = false;
+};
+
+struct GpuFinding {
+    bool fail = false;  // else a warning
+    std::string text;   // "node3 GPU1 (0000:19:00.0): ...; fix: ..."
+};
+
+// The findings for one node's GPUs (those of the step there). `ours`: the
+// pids of this check's own processes on the node, never foreign.
+std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<GpuReadings>& gpus,
+                                   const std::set<unsigned>& ours);
+
+// Readings over mn-preflight's control channel (one message field).
+std::string encode_readings(const std::vector<GpuReadings>& gpus);
+std::vector<GpuReadings> decode_readings(const std::string& text);
+
+}  // namespace mn
