@@ -322,7 +322,7 @@ t_emulate_bad() {
   local off=$RC; has "--mn-emulate-nodes needs mn_nccl on; add --mn-nccl=auto" || off=ok
   run srun -N1 -n3 --mn-nccl --mn-emulate-nodes=2 touch "$OUT/launched"
   local tasks=$RC; has "node 0 of the step runs 3 tasks; use --ntasks-per-node=4 \(a multiple of 2\) or 2" || tasks=ok
-  run srun -N1 -n2 --gres=gpu:3 --mn-nccl --mn-emulate-nodes=2 touch "$OUT/launched"
+  run srun -N1 -w node0 -n2 --gres=gpu:3 --mn-nccl --mn-emulate-nodes=2 touch "$OUT/launched"
   local gpus=$RC; has "the step has 3 GPUs on node0; ask for a multiple of 2 GPUs per node \(e.g. --gres=gpu:2\)" || gpus=ok
   [ "$k0" != 0 ] && [ "$k0" != ok ] && [ "$off" != 0 ] && [ "$off" != ok ] && [ "$tasks" != 0 ] && [ "$tasks" != ok ] &&
     [ "$gpus" != 0 ] && [ "$gpus" != ok ] && [ ! -e "$OUT/launched" ] ||
