@@ -5,7 +5,7 @@
 #   - installs it with dpkg, starts the local cluster with the INSTALLED
 #     plugin driven by the INSTALLED plugstack line (Slurm's own
 #     /etc/slurm/plugstack.conf, which includes plugstack.conf.d/*.conf),
-#     runs srun -N3 --mn-nccl=auto and checks each task's variables, and
+#     runs srun -N3 --ntasks-per-node=2 --mn-nccl=auto and checks each task's variables, and
 #     that a step without the option is left alone (default=off);
 #   - removes the package (the conffile stays) and purges it (it goes);
 #   - builds the RPM with rpmbuild -tb from the `make dist` tarball and
