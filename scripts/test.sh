@@ -64,7 +64,10 @@ echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Ver
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   echo "== packages (scripts/test-package.sh: .deb through a real job, RPM)"
-  bash scripts/test-package.sh 2>&1 | tee /tmp/mn-pkg.log
+  # The RPM (for RHEL sites, from make dist) is built once, on the host.
+  rpm_too=${MN_TEST_RPM:-1}
+  [ $here_only = 1 ] && rpm_too=0
+  MN_TEST_RPM=$rpm_too bash scripts/test-package.sh 2>&1 | tee /tmp/mn-pkg.log
   p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-pkg.log)
   f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-pkg.log)
   [ -n "$p" ] || { echo "test-package.sh: no summary line"; f=1; p=0; }
