@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 // Types and signatures: from the libraries' own headers when configure
 // found them (--with-cuda-include), so nothing here is hand-copied.
@@ -24,6 +25,9 @@
 #endif
 #if HAVE_NCCL_H
 #include <nccl.h>
+#endif
+#if HAVE_NVML_H
+#include <nvml.h>
 #endif
 
 #if !HAVE_CUDA_H
@@ -94,8 +98,114 @@ const char* ncclGetErrorString(ncclResult_t);
 #define NCCL_SPLIT_NOCOLOR -1
 #endif
 
+#if !HAVE_NVML_H
+// FALLBACK without nvml.h: NVML's documented C signatures and constants for
+// the calls used. Build with nvml.h (CUDA's include directory,
+// libnvidia-ml-dev) to take them from there.
+extern "C" {
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef int nvmlEnableState_t;
+typedef int nvmlMemoryErrorType_t;
+typedef int nvmlEccCounterType_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char*, nvmlDevice_t*);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int, char*, unsigned int);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long*);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t, unsigned long long*);
+const char* nvmlErrorString(nvmlReturn_t);
+}
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_FEATURE_ENABLED 1
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0
+#define NVML_NVLINK_MAX_LINKS 18
+#define nvmlClocksThrottleReasonHwSlowdown 0x8ULL
+#define nvmlClocksThrottleReasonSwThermalSlowdown 0x20ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x40ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x80ULL
+#endif
+
 namespace mn::gpu {
 namespace {
+
+// NVML, loaded on first use; absent on CPU nodes and in containers without
+// the driver's user libraries.
+struct Nvml {
+    bool loaded = false;
+    std::string why;
+    decltype(&nvmlInit_v2) init = nullptr;
+    decltype(&nvmlDeviceGetHandleByPciBusId_v2) by_bus = nullptr;
+    decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
+    decltype(&nvmlSystemGetProcessName) process_name = nullptr;
+    decltype(&nvmlDeviceGetTotalEccErrors) ecc = nullptr;
+    decltype(&nvmlDeviceGetRetiredPagesPendingStatus) retire_pending = nullptr;
+    decltype(&nvmlDeviceGetRemappedRows) remapped = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkGeneration) gen = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkGeneration) gen_max = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkWidth) width = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkWidth) width_max = nullptr;
+    decltype(&nvmlDeviceGetNvLinkState) nvlink = nullptr;
+    // nvmlDeviceGetCurrentClocksEventReasons in newer drivers, the same
+    // call under its older name before.
+    nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
+    decltype(&nvmlErrorString) error_string = nullptr;
+};
+
+Nvml& nvml() {
+    static Nvml n = [] {
+        Nvml x;
+        void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!lib) {
+            x.why = "libnvidia-ml.so.1 not found";
+            return x;
+        }
+        auto get = [&](const char* name, auto& f) {
+            f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+            return f != nullptr;
+        };
+        bool ok = get("nvmlInit_v2", x.init) && get("nvmlDeviceGetHandleByPciBusId_v2", x.by_bus);
+        if (!ok) {
+            x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2 (driver too old)";
+            return x;
+        }
+        get("nvmlDeviceGetComputeRunningProcesses_v3", x.processes);
+        get("nvmlSystemGetProcessName", x.process_name);
+        get("nvmlDeviceGetTotalEccErrors", x.ecc);
+        get("nvmlDeviceGetRetiredPagesPendingStatus", x.retire_pending);
+        get("nvmlDeviceGetRemappedRows", x.remapped);
+        get("nvmlDeviceGetCurrPcieLinkGeneration", x.gen);
+        get("nvmlDeviceGetMaxPcieLinkGeneration", x.gen_max);
+        get("nvmlDeviceGetCurrPcieLinkWidth", x.width);
+        get("nvmlDeviceGetMaxPcieLinkWidth", x.width_max);
+        get("nvmlDeviceGetNvLinkState", x.nvlink);
+        if (!get("nvmlDeviceGetCurrentClocksEventReasons", x.events))
+            get("nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
+        get("nvmlErrorString", x.error_string);
+        if (nvmlReturn_t r = x.init(); r != NVML_SUCCESS) {
+            x.why = std::string("nvmlInit failed: ") + (x.error_string ? x.error_string(r) : std::to_string(r).c_str());
+            return x;
+        }
+        x.loaded = true;
+        return x;
+    }();
+    return n;
+}
 
 struct Api {
     bool loaded = false;
@@ -404,6 +514,75 @@ std::vector<DeviceInfo> devices() {
         x.device_name(name, sizeof name, d);
         x.bus_id(bus, sizeof bus, d);
         out.push_back({i, name, bus});
+    }
+    return out;
+}
+
+std::vector<GpuReadings> health(const std::vector<int>& devs) {
+    std::vector<GpuReadings> out;
+    Nvml& n = nvml();
+    for (int dev : devs) {
+        GpuReadings g;
+        g.gpu = describe(dev);
+        char bus[32] = {0};
+        CUdevice d = 0;
+        if (!n.loaded) {
+            g.nvml_error = n.why;
+        } else if (!api().loaded || api().device_get(&d, dev) != CUDA_SUCCESS ||
+                   api().bus_id(bus, sizeof bus, d) != CUDA_SUCCESS) {
+            g.nvml_error = "no PCI bus id from CUDA";
+        } else {
+            nvmlDevice_t h = nullptr;
+            if (nvmlReturn_t r = n.by_bus(bus, &h); r != NVML_SUCCESS) {
+                g.nvml_error = std::string("NVML does not know ") + bus + " (" +
+                               (n.error_string ? n.error_string(r) : std::to_string(r).c_str()) + ")";
+            } else {
+                g.nvml = true;
+                if (n.processes) {
+                    std::vector<nvmlProcessInfo_t> p(64);
+                    unsigned count = static_cast<unsigned>(p.size());
+                    if (n.processes(h, &count, p.data()) == NVML_SUCCESS) {
+                        for (unsigned i = 0; i < count && i < p.size(); ++i) {
+                            char name[256] = {0};
+                            if (n.process_name) n.process_name(p[i].pid, name, sizeof name);
+                            std::string base = name;
+                            if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+                            g.processes.push_back({p[i].pid, base, p[i].usedGpuMemory >> 20});
+                        }
+                    }
+                }
+                unsigned long long ecc = 0;
+                if (n.ecc && n.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
+                    g.ecc_uncorrected = ecc;
+                nvmlEnableState_t pending{};
+                if (n.retire_pending && n.retire_pending(h, &pending) == NVML_SUCCESS)
+                    g.retirement_pending = pending == NVML_FEATURE_ENABLED;
+                unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
+                if (n.remapped && n.remapped(h, &corr, &unc, &is_pending, &failed) == NVML_SUCCESS) {
+                    g.remap_pending = is_pending != 0;
+                    g.remap_failed = failed != 0;
+                }
+                unsigned v = 0;
+                if (n.gen && n.gen(h, &v) == NVML_SUCCESS) g.pcie_gen = v;
+                if (n.gen_max && n.gen_max(h, &v) == NVML_SUCCESS) g.pcie_gen_max = v;
+                if (n.width && n.width(h, &v) == NVML_SUCCESS) g.pcie_width = v;
+                if (n.width_max && n.width_max(h, &v) == NVML_SUCCESS) g.pcie_width_max = v;
+                for (unsigned link = 0; n.nvlink && link < NVML_NVLINK_MAX_LINKS; ++link) {
+                    nvmlEnableState_t up{};
+                    if (n.nvlink(h, link, &up) != NVML_SUCCESS) continue;  // no such link
+                    ++g.nvlinks;
+                    if (up == NVML_FEATURE_ENABLED) ++g.nvlinks_up;
+                }
+                unsigned long long reasons = 0;
+                if (n.events && n.events(h, &reasons) == NVML_SUCCESS) {
+                    g.hw_slowdown = reasons & nvmlClocksThrottleReasonHwSlowdown;
+                    g.sw_thermal = reasons & nvmlClocksThrottleReasonSwThermalSlowdown;
+                    g.hw_thermal = reasons & nvmlClocksThrottleReasonHwThermalSlowdown;
+                    g.power_brake = reasons & nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
+                }
+            }
+        }
+        out.push_back(g);
     }
     return out;
 }
