@@ -348,10 +348,14 @@ void track(ncclComm_t c) {
     session().comms.push_back(c);
 }
 
-void untrack(ncclComm_t c) {
+// True when the caller now owns `c` (abort_nccl() did not take it).
+bool untrack(ncclComm_t c) {
     std::lock_guard<std::mutex> g(session().mu);
     auto& v = session().comms;
-    v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    auto it = std::find(v.begin(), v.end(), c);
+    if (it == v.end()) return false;
+    v.erase(it);
+    return true;
 }
 
 double now_s() {
@@ -369,6 +373,7 @@ std::optional<Failure> settle(const std::vector<ncclComm_t>& comms, double until
     Api& x = api();
     while (true) {
         bool busy = false;
+        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         for (ncclComm_t c : comms) {
             if (!c) continue;
             ncclResult_t st = ncclSuccess;
@@ -378,9 +383,8 @@ std::optional<Failure> settle(const std::vector<ncclComm_t>& comms, double until
             else if (st != ncclSuccess) return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
         }
         if (!busy) return std::nullopt;
-        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         if (now_s() > until) return Failure{what + ": did not finish in time (waiting on another rank)", true};
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
 }
 
@@ -397,13 +401,16 @@ std::optional<Failure> drain(std::vector<Lane>& lanes, const std::vector<ncclCom
             if (r == CUDA_ERROR_NOT_READY) busy = true;
             else if (r != CUDA_SUCCESS) return Failure{describe(ln.dev) + ": " + what + ": " + cu_error(r), false};
         }
+        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         for (ncclComm_t c : comms) {
             ncclResult_t st = ncclSuccess;
-            if (c && x.async_error(c, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress)
-                return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
+            if (!c || x.async_error(c, &st) != ncclSuccess) continue;
+            // Non-blocking: an operation still in progress may not be on
+            // the stream yet.
+            if (st == ncclInProgress) busy = true;
+            else if (st != ncclSuccess) return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
         }
         if (!busy) return std::nullopt;
-        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         if (now_s() > until) return Failure{what + ": did not finish in time (waiting on another rank)", true};
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -602,6 +609,10 @@ std::string prepare(const std::vector<int>& devs, std::size_t bytes) {
 
 void abort_nccl() {
     session().aborted = true;
+    // The polling waits see the flag within microseconds and stop touching
+    // their communicators; a thread inside a blocking NCCL call is what
+    // ncclCommAbort from here is for.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::vector<ncclComm_t> comms;
     {
         std::lock_guard<std::mutex> g(session().mu);
@@ -665,7 +676,10 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     auto release = [&](std::vector<ncclComm_t>& cs) {
         for (std::size_t l = 0; l < cs.size(); ++l) {
             if (!cs[l]) continue;
-            untrack(cs[l]);
+            if (!untrack(cs[l])) {  // abort_nccl() has it
+                cs[l] = nullptr;
+                continue;
+            }
             x.ctx_set(lanes[l].ctx);
             if (session().aborted) x.comm_abort(cs[l]);
             else x.comm_destroy(cs[l]);
@@ -734,6 +748,8 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
             }
             for (int i = 0; i < k; ++i)
                 if (auto e = enqueue(cs, false, n)) return e;
+            // Every operation on its stream before the closing event.
+            if (auto e = settle(cs, until, "ncclAllReduce")) return e;
             for (auto& ln : lanes) {
                 x.ctx_set(ln.ctx);
                 x.event_record(ln.t1, ln.stream);
