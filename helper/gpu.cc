@@ -809,7 +809,8 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         return fail(*f);
     }
     // Pair rounds: split the communicator so each pair runs alone.
-    const std::size_t pcount = job.pair_bytes / sizeof(float);
+    // Pairs use the start of the all-reduce's buffer: never past its end.
+    const std::size_t pcount = std::min(job.pair_bytes, job.bytes) / sizeof(float);
     for (const auto& colors : job.pair_colors) {
         if (!x.comm_split) {
             res.pair_error = "this NCCL has no ncclCommSplit (needs 2.18 or newer)";

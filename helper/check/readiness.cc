@@ -4,6 +4,7 @@
 // failure rank 0 stops every rank and the verdict names that node and GPU
 // at once, instead of the others hanging in NCCL's init until the time-out.
 // Budget: until 0.7 x --timeout.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -73,6 +74,8 @@ bool choose_path(Step& st) {
     st.bytes = st.o.bytes ? st.o.bytes : (st.gpu_path ? (64u << 20) : (4u << 20));
     st.iters = st.o.iters ? st.o.iters : (st.gpu_path ? 20 : 5);
     st.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (st.gpu_path ? (16u << 20) : (1u << 20));
+    // GPU pairs run in the start of the all-reduce's buffer.
+    if (st.gpu_path) st.pair_bytes = std::min(st.pair_bytes, st.bytes);
     if (st.o.pairs) st.rounds = pair_rounds(static_cast<uint32_t>(rep.nodes.size()));
     rep.coll.path = st.gpu_path ? "gpu, NCCL " + st.ga.nccl_version : "cpu, TCP ring on " + rep.nodes[0].ifname;
     rep.coll.bytes = st.bytes;
