@@ -11,6 +11,10 @@
 #   memory    another process holds almost all of one GPU of n1: the
 #             verdict (exit 1 in seconds), its time and the table
 #   compute   another process computes on one GPU of n1: the same
+#   stuck     one rank's process ends as the collective starts (the test
+#             hook MN_PREFLIGHT_EXIT_IN_COLLECTIVE): the others, inside
+#             NCCL's non-blocking init waiting for it, are stopped by rank
+#             0's word; the verdict, its time and the table
 #   torch     mn-preflight's busbw against torch.distributed's, same GPUs,
 #             size and iterations, interleaved, three rounds, medians, ratio
 #   nccltests mn-preflight's busbw against nccl-tests' all_reduce_perf at the
@@ -32,7 +36,7 @@ export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-l
 export PATH=$B/usr/bin:$B/usr/sbin:$PATH
 export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
 PF=$TOP/helper/mn-preflight
-SECTIONS=${MN_PROOF_SECTIONS:-healthy nodemode memory compute torch nccltests emulated missing}
+SECTIONS=${MN_PROOF_SECTIONS:-healthy nodemode memory compute stuck torch nccltests emulated missing}
 want() { [[ " ${SECTIONS//,/ } " == *" $1 "* ]]; }
 echo "== machine: $(nvidia-smi -L | wc -l) GPUs: $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs); NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE-unset}; sections: $SECTIONS"
 nvidia-smi topo -m 2>/dev/null | head -6
@@ -122,6 +126,17 @@ if want compute; then
   hog compute
   check compute; note_fault compute
   unhog
+fi
+
+if want stuck; then
+  echo; echo "== stuck: the last rank's process ends as the collective starts; the others wait inside NCCL's init"
+  last=$((2 * half - 1))
+  t0=$(now)
+  srun -w n0,n1 -N2 --ntasks-per-node=$half --gres=gpu:$half --mn-nccl=auto bash -c \
+    "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=$last exec $PF" >"$R/stuck.txt" 2>&1
+  LAST_RC=$?; LAST_S=$(secs "$t0" "$(now)")
+  cat "$R/stuck.txt"; echo "exit $LAST_RC; verdict from launch to exit: $LAST_S s"
+  note_fault stuck
 fi
 
 if want torch; then

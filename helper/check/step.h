@@ -147,6 +147,11 @@ void progress(const Self& self, const std::string& line);
 // The test hook MN_PREFLIGHT_FAIL_SETUP=RANK[,RANK]: those ranks' set-up
 // fails on purpose, so the failure path can be shown without a broken GPU.
 bool setup_fails_on_purpose(uint32_t rank);
+// The test hook MN_PREFLIGHT_EXIT_IN_COLLECTIVE=RANK[,RANK]: those ranks'
+// processes end as the collective starts, leaving the others inside NCCL's
+// init (or the ring's connect) waiting for them, where the stop word must
+// reach them.
+bool exits_on_purpose(uint32_t rank);
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc

@@ -54,9 +54,10 @@ int verdict(Step& st) {
         if (st.members[r].ctl) wire::send_msg(st.members[r].ctl.get(), word, Deadline::in(1));
     // Rank 0's own share may still be inside NCCL: abort it; the process
     // ends with the verdict either way.
+    // (A TCP transfer has nothing to abort: the process just ends.)
     if (st.own.valid() && st.own.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        gpu::abort_nccl();
-        if (st.own.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+        if (st.gpu_path) gpu::abort_nccl();
+        if (st.own.wait_for(std::chrono::milliseconds(st.gpu_path ? 2000 : 0)) != std::future_status::ready) {
             std::fflush(stderr);
             _exit(rep.code);
         }

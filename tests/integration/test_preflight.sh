@@ -110,6 +110,18 @@ print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d
   pass "$name (${t} ms from srun to exit)"
 }
 
+t_rank_dies_in_collective() {
+  local name="a rank whose process ends as the all-reduce starts (MN_PREFLIGHT_EXIT_IN_COLLECTIVE=2): the others, waiting to connect the ring, are stopped; exit 1 in seconds, only node2 named"
+  local t0 t
+  t0=$(date +%s%N)
+  run srun -N3 -n3 --mn-nccl bash -c "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=2 exec $PF --timeout 30"
+  t=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $RC -eq 1 ] && ! has 'time-out' && row node2 | grep -q 'rank 2: its process ended during the all-reduce' &&
+    row node0 | grep -q 'waited on node2$' && row node1 | grep -q 'waited on node2$' &&
+    [ "$(count '^problem:')" = 1 ] && [ $t -lt 10000 ] || { fail "$name" "rc=$RC, ${t} ms from srun to exit"; return; }
+  pass "$name (${t} ms from srun to exit)"
+}
+
 t_wrong_secret() {
   local name="a rank without the step's secret is refused by rank 0 (named), and the check times out"
   run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
