@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
 #include "helper/check/step.h"
 #include "helper/gpu.h"
@@ -97,6 +98,14 @@ int run_prolog(const PrologOptions& o) {
     }
     if (std::string g = gpu::local_check(o.timeout); !g.empty()) problems.push_back(g);
     const auto ga = gpu::probe();
+    if (ga.ok) {
+        // NVML's view of every GPU, after local_check's copies kept the
+        // links busy; this process is the only one that may be there.
+        std::vector<int> all;
+        for (int i = 0; i < ga.devices; ++i) all.push_back(i);
+        for (const auto& f : gpu_health(host, gpu::health(all), {static_cast<unsigned>(getpid())}))
+            (f.fail ? problems : notes).push_back(f.text.substr(host.size() + 1));
+    }
     std::string line = "mn-preflight: " + host + ": ";
     if (problems.empty())
         line += "ok (fabric " + fabric + ", " + std::to_string(ga.ok ? ga.devices : 0) + " GPUs" +

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 // Types and signatures: from the libraries' own headers when configure
 // found them (--with-cuda-include), so nothing here is hand-copied.
@@ -24,6 +25,9 @@
 #endif
 #if HAVE_NCCL_H
 #include <nccl.h>
+#endif
+#if HAVE_NVML_H
+#include <nvml.h>
 #endif
 
 #if !HAVE_CUDA_H
@@ -94,8 +98,114 @@ const char* ncclGetErrorString(ncclResult_t);
 #define NCCL_SPLIT_NOCOLOR -1
 #endif
 
+#if !HAVE_NVML_H
+// FALLBACK without nvml.h: NVML's documented C signatures and constants for
+// the calls used. Build with nvml.h (CUDA's include directory,
+// libnvidia-ml-dev) to take them from there.
+extern "C" {
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef int nvmlEnableState_t;
+typedef int nvmlMemoryErrorType_t;
+typedef int nvmlEccCounterType_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char*, nvmlDevice_t*);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int, char*, unsigned int);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long*);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t, unsigned long long*);
+const char* nvmlErrorString(nvmlReturn_t);
+}
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_FEATURE_ENABLED 1
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0
+#define NVML_NVLINK_MAX_LINKS 18
+#define nvmlClocksThrottleReasonHwSlowdown 0x8ULL
+#define nvmlClocksThrottleReasonSwThermalSlowdown 0x20ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x40ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x80ULL
+#endif
+
 namespace mn::gpu {
 namespace {
+
+// NVML, loaded on first use; absent on CPU nodes and in containers without
+// the driver's user libraries.
+struct Nvml {
+    bool loaded = false;
+    std::string why;
+    decltype(&nvmlInit_v2) init = nullptr;
+    decltype(&nvmlDeviceGetHandleByPciBusId_v2) by_bus = nullptr;
+    decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
+    decltype(&nvmlSystemGetProcessName) process_name = nullptr;
+    decltype(&nvmlDeviceGetTotalEccErrors) ecc = nullptr;
+    decltype(&nvmlDeviceGetRetiredPagesPendingStatus) retire_pending = nullptr;
+    decltype(&nvmlDeviceGetRemappedRows) remapped = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkGeneration) gen = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkGeneration) gen_max = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkWidth) width = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkWidth) width_max = nullptr;
+    decltype(&nvmlDeviceGetNvLinkState) nvlink = nullptr;
+    // nvmlDeviceGetCurrentClocksEventReasons in newer drivers, the same
+    // call under its older name before.
+    nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
+    decltype(&nvmlErrorString) error_string = nullptr;
+};
+
+Nvml& nvml() {
+    static Nvml n = [] {
+        Nvml x;
+        void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+        if (!lib) {
+            x.why = "libnvidia-ml.so.1 not found";
+            return x;
+        }
+        auto get = [&](const char* name, auto& f) {
+            f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+            return f != nullptr;
+        };
+        bool ok = get("nvmlInit_v2", x.init) && get("nvmlDeviceGetHandleByPciBusId_v2", x.by_bus);
+        if (!ok) {
+            x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2 (driver too old)";
+            return x;
+        }
+        get("nvmlDeviceGetComputeRunningProcesses_v3", x.processes);
+        get("nvmlSystemGetProcessName", x.process_name);
+        get("nvmlDeviceGetTotalEccErrors", x.ecc);
+        get("nvmlDeviceGetRetiredPagesPendingStatus", x.retire_pending);
+        get("nvmlDeviceGetRemappedRows", x.remapped);
+        get("nvmlDeviceGetCurrPcieLinkGeneration", x.gen);
+        get("nvmlDeviceGetMaxPcieLinkGeneration", x.gen_max);
+        get("nvmlDeviceGetCurrPcieLinkWidth", x.width);
+        get("nvmlDeviceGetMaxPcieLinkWidth", x.width_max);
+        get("nvmlDeviceGetNvLinkState", x.nvlink);
+        if (!get("nvmlDeviceGetCurrentClocksEventReasons", x.events))
+            get("nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
+        get("nvmlErrorString", x.error_string);
+        if (nvmlReturn_t r = x.init(); r != NVML_SUCCESS) {
+            x.why = std::string("nvmlInit failed: ") + (x.error_string ? x.error_string(r) : std::to_string(r).c_str());
+            return x;
+        }
+        x.loaded = true;
+        return x;
+    }();
+    return n;
+}
 
 struct Api {
     bool loaded = false;
@@ -238,10 +348,14 @@ void track(ncclComm_t c) {
     session().comms.push_back(c);
 }
 
-void untrack(ncclComm_t c) {
+// True when the caller now owns `c` (abort_nccl() did not take it).
+bool untrack(ncclComm_t c) {
     std::lock_guard<std::mutex> g(session().mu);
     auto& v = session().comms;
-    v.erase(std::remove(v.begin(), v.end(), c), v.end());
+    auto it = std::find(v.begin(), v.end(), c);
+    if (it == v.end()) return false;
+    v.erase(it);
+    return true;
 }
 
 double now_s() {
@@ -259,6 +373,7 @@ std::optional<Failure> settle(const std::vector<ncclComm_t>& comms, double until
     Api& x = api();
     while (true) {
         bool busy = false;
+        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         for (ncclComm_t c : comms) {
             if (!c) continue;
             ncclResult_t st = ncclSuccess;
@@ -268,9 +383,8 @@ std::optional<Failure> settle(const std::vector<ncclComm_t>& comms, double until
             else if (st != ncclSuccess) return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
         }
         if (!busy) return std::nullopt;
-        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         if (now_s() > until) return Failure{what + ": did not finish in time (waiting on another rank)", true};
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
 }
 
@@ -287,13 +401,16 @@ std::optional<Failure> drain(std::vector<Lane>& lanes, const std::vector<ncclCom
             if (r == CUDA_ERROR_NOT_READY) busy = true;
             else if (r != CUDA_SUCCESS) return Failure{describe(ln.dev) + ": " + what + ": " + cu_error(r), false};
         }
+        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         for (ncclComm_t c : comms) {
             ncclResult_t st = ncclSuccess;
-            if (c && x.async_error(c, &st) == ncclSuccess && st != ncclSuccess && st != ncclInProgress)
-                return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
+            if (!c || x.async_error(c, &st) != ncclSuccess) continue;
+            // Non-blocking: an operation still in progress may not be on
+            // the stream yet.
+            if (st == ncclInProgress) busy = true;
+            else if (st != ncclSuccess) return Failure{what + ": " + nccl_error(st), nccl_is_peer(st)};
         }
         if (!busy) return std::nullopt;
-        if (session().aborted) return Failure{what + ": stopped by rank 0", true};
         if (now_s() > until) return Failure{what + ": did not finish in time (waiting on another rank)", true};
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -408,6 +525,75 @@ std::vector<DeviceInfo> devices() {
     return out;
 }
 
+std::vector<GpuReadings> health(const std::vector<int>& devs) {
+    std::vector<GpuReadings> out;
+    Nvml& n = nvml();
+    for (int dev : devs) {
+        GpuReadings g;
+        g.gpu = describe(dev);
+        char bus[32] = {0};
+        CUdevice d = 0;
+        if (!n.loaded) {
+            g.nvml_error = n.why;
+        } else if (!api().loaded || api().device_get(&d, dev) != CUDA_SUCCESS ||
+                   api().bus_id(bus, sizeof bus, d) != CUDA_SUCCESS) {
+            g.nvml_error = "no PCI bus id from CUDA";
+        } else {
+            nvmlDevice_t h = nullptr;
+            if (nvmlReturn_t r = n.by_bus(bus, &h); r != NVML_SUCCESS) {
+                g.nvml_error = std::string("NVML does not know ") + bus + " (" +
+                               (n.error_string ? n.error_string(r) : std::to_string(r).c_str()) + ")";
+            } else {
+                g.nvml = true;
+                if (n.processes) {
+                    std::vector<nvmlProcessInfo_t> p(64);
+                    unsigned count = static_cast<unsigned>(p.size());
+                    if (n.processes(h, &count, p.data()) == NVML_SUCCESS) {
+                        for (unsigned i = 0; i < count && i < p.size(); ++i) {
+                            char name[256] = {0};
+                            if (n.process_name) n.process_name(p[i].pid, name, sizeof name);
+                            std::string base = name;
+                            if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+                            g.processes.push_back({p[i].pid, base, p[i].usedGpuMemory >> 20});
+                        }
+                    }
+                }
+                unsigned long long ecc = 0;
+                if (n.ecc && n.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
+                    g.ecc_uncorrected = ecc;
+                nvmlEnableState_t pending{};
+                if (n.retire_pending && n.retire_pending(h, &pending) == NVML_SUCCESS)
+                    g.retirement_pending = pending == NVML_FEATURE_ENABLED;
+                unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
+                if (n.remapped && n.remapped(h, &corr, &unc, &is_pending, &failed) == NVML_SUCCESS) {
+                    g.remap_pending = is_pending != 0;
+                    g.remap_failed = failed != 0;
+                }
+                unsigned v = 0;
+                if (n.gen && n.gen(h, &v) == NVML_SUCCESS) g.pcie_gen = v;
+                if (n.gen_max && n.gen_max(h, &v) == NVML_SUCCESS) g.pcie_gen_max = v;
+                if (n.width && n.width(h, &v) == NVML_SUCCESS) g.pcie_width = v;
+                if (n.width_max && n.width_max(h, &v) == NVML_SUCCESS) g.pcie_width_max = v;
+                for (unsigned link = 0; n.nvlink && link < NVML_NVLINK_MAX_LINKS; ++link) {
+                    nvmlEnableState_t up{};
+                    if (n.nvlink(h, link, &up) != NVML_SUCCESS) continue;  // no such link
+                    ++g.nvlinks;
+                    if (up == NVML_FEATURE_ENABLED) ++g.nvlinks_up;
+                }
+                unsigned long long reasons = 0;
+                if (n.events && n.events(h, &reasons) == NVML_SUCCESS) {
+                    g.hw_slowdown = reasons & nvmlClocksThrottleReasonHwSlowdown;
+                    g.sw_thermal = reasons & nvmlClocksThrottleReasonSwThermalSlowdown;
+                    g.hw_thermal = reasons & nvmlClocksThrottleReasonHwThermalSlowdown;
+                    g.power_brake = reasons & nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
+                }
+            }
+        }
+        out.push_back(g);
+    }
+    return out;
+}
+
 std::string prepare(const std::vector<int>& devs, std::size_t bytes) {
     if (!api().loaded) return api().why;
     std::vector<Lane> lanes(devs.size());
@@ -423,6 +609,10 @@ std::string prepare(const std::vector<int>& devs, std::size_t bytes) {
 
 void abort_nccl() {
     session().aborted = true;
+    // The polling waits see the flag within microseconds and stop touching
+    // their communicators; a thread inside a blocking NCCL call is what
+    // ncclCommAbort from here is for.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::vector<ncclComm_t> comms;
     {
         std::lock_guard<std::mutex> g(session().mu);
@@ -486,7 +676,10 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     auto release = [&](std::vector<ncclComm_t>& cs) {
         for (std::size_t l = 0; l < cs.size(); ++l) {
             if (!cs[l]) continue;
-            untrack(cs[l]);
+            if (!untrack(cs[l])) {  // abort_nccl() has it
+                cs[l] = nullptr;
+                continue;
+            }
             x.ctx_set(lanes[l].ctx);
             if (session().aborted) x.comm_abort(cs[l]);
             else x.comm_destroy(cs[l]);
@@ -555,6 +748,8 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
             }
             for (int i = 0; i < k; ++i)
                 if (auto e = enqueue(cs, false, n)) return e;
+            // Every operation on its stream before the closing event.
+            if (auto e = settle(cs, until, "ncclAllReduce")) return e;
             for (auto& ln : lanes) {
                 x.ctx_set(ln.ctx);
                 x.event_record(ln.t1, ln.stream);
@@ -614,7 +809,8 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         return fail(*f);
     }
     // Pair rounds: split the communicator so each pair runs alone.
-    const std::size_t pcount = job.pair_bytes / sizeof(float);
+    // Pairs use the start of the all-reduce's buffer: never past its end.
+    const std::size_t pcount = std::min(job.pair_bytes, job.bytes) / sizeof(float);
     for (const auto& colors : job.pair_colors) {
         if (!x.comm_split) {
             res.pair_error = "this NCCL has no ncclCommSplit (needs 2.18 or newer)";

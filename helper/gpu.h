@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/gpu_health.h"
+
 namespace mn::gpu {
 
 struct Availability {
@@ -35,6 +37,11 @@ std::string prepare(const std::vector<int>& devices, std::size_t bytes);
 // split), from any thread: ncclCommAbort on every communicator, and every
 // wait in run_allreduce() returns.
 void abort_nccl();
+
+// What NVML (libnvidia-ml.so.1, loaded now) says about each of these CUDA
+// devices, found by PCI bus id; lib/gpu_health judges it. A GPU NVML does
+// not answer for says why in nvml_error.
+std::vector<GpuReadings> health(const std::vector<int>& devices);
 
 struct DeviceInfo {
     int index = 0;

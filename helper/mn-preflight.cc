@@ -24,10 +24,13 @@ const char kUsage[] =
     "       mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
     "       mn-preflight --help | --version\n"
     "\n"
-    "check (default)  every task of the step is a rank: an all-reduce across all of them with a\n"
-    "                 correctness check (NCCL on GPUs, else a TCP ring on the socket interface),\n"
-    "                 fabric consistency between nodes, and pair tests that name a slow node.\n"
-    "                 Rank 0 prints a table and PASS or FAIL; every rank exits with the verdict.\n"
+    "check (default)  every task of the step is a rank: readiness (GPUs opened, buffers checked,\n"
+    "                 NVML health) before NCCL, stopping every rank at the first failure; an\n"
+    "                 all-reduce across all of them, checked and bounded by time (NCCL on GPUs,\n"
+    "                 else a TCP ring on the socket interface); fabric consistency; pair tests\n"
+    "                 between nodes and between a node's GPUs that name a slow node, GPU or link.\n"
+    "                 Rank 0 prints a table (per node ok, waited on NODE, or the fault) and PASS\n"
+    "                 or FAIL; every rank exits with the verdict.\n"
     "  --cpu | --gpu     force the path (default: GPU when every rank has CUDA, NCCL and a GPU)\n"
     "  --timeout S       the whole check's budget, 1 to 600 s (default 60); never hangs past it\n"
     "  --min-busbw GBPS  fail below this all-reduce busbw; name nodes whose pairs run below it\n"
@@ -37,7 +40,8 @@ const char kUsage[] =
     "  --mode MODE       the fabric class expected: auto (default), ib, roce, socket\n"
     "  --json            one JSON object instead of the table\n"
     "--prolog         this node alone, for a Slurm prolog: RDMA ports usable, every GPU takes an\n"
-    "                 allocation and a copy, an NCCL all-reduce across its GPUs (default --timeout 10)\n"
+    "                 allocation and a copy, an NCCL all-reduce across its GPUs, NVML health\n"
+    "                 (default --timeout 10)\n"
     "  --reason-file PATH  on failure also write the one-line reason there (for a drain reason)\n"
     "discover         this node's RDMA ports, GPU to HCA locality, what mn_nccl would choose and why\n"
     "  --sysfs-root DIR  read DIR/class/... instead of /sys/class/... (also MN_NCCL_SYSFS_ROOT)\n"
@@ -213,7 +217,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!args.empty() && args[0] == "--version") {
-            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1 and libnccl.so.2 loaded at run time)\n",
+            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1, libnccl.so.2, libnvidia-ml.so.1 loaded at run time)\n",
                         PACKAGE_VERSION, MN_SLURM_SERIES);
             return 0;
         }

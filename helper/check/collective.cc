@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <set>
 #include <thread>
+#include <unistd.h>
 
 #include "helper/check/step.h"
 #include "lib/sha256.h"
@@ -130,6 +131,13 @@ Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from
 
 Fields run_share(const Fields& plan, const Step& st) {
     Fields p = plan;
+    if (exits_on_purpose(st.self.rank)) {
+        std::fprintf(stderr, "mn-preflight: %s rank %u: ending on purpose as the collective starts "
+                             "(MN_PREFLIGHT_EXIT_IN_COLLECTIVE: a test hook)\n",
+                     st.self.label.c_str(), st.self.rank);
+        std::fflush(stderr);
+        _exit(1);
+    }
     if (p["path"] == "gpu") {
         set_phase("NCCL init and all-reduce");
         gpu::AllreduceJob job;

@@ -4,6 +4,7 @@
 // failure rank 0 stops every rank and the verdict names that node and GPU
 // at once, instead of the others hanging in NCCL's init until the time-out.
 // Budget: until 0.7 x --timeout.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,9 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
                    num(st.budget.readiness, -1) + " s";
         }
         std::string e = st.gpu_setup.get();
+        // NVML's view, right after the buffer's copy (a busy PCIe link
+        // shows its real speed; an idle one may have trained down).
+        st.health = gpu::health(st.devices);
         if (e.empty() && setup_fails_on_purpose(st.self.rank))
             e = gpu::describe(st.devices.empty() ? 0 : st.devices[0]) + ": " + kHook;
         return e;
@@ -70,6 +74,8 @@ bool choose_path(Step& st) {
     st.bytes = st.o.bytes ? st.o.bytes : (st.gpu_path ? (64u << 20) : (4u << 20));
     st.iters = st.o.iters ? st.o.iters : (st.gpu_path ? 20 : 5);
     st.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (st.gpu_path ? (16u << 20) : (1u << 20));
+    // GPU pairs run in the start of the all-reduce's buffer.
+    if (st.gpu_path) st.pair_bytes = std::min(st.pair_bytes, st.bytes);
     if (st.o.pairs) st.rounds = pair_rounds(static_cast<uint32_t>(rep.nodes.size()));
     rep.coll.path = st.gpu_path ? "gpu, NCCL " + st.ga.nccl_version : "cpu, TCP ring on " + rep.nodes[0].ifname;
     rep.coll.bytes = st.bytes;
@@ -88,7 +94,9 @@ bool serve_readiness(Step& st) {
     const std::string e = get_ready(st, (*m)["path"] == "gpu", std::strtoull((*m)["bytes"].c_str(), nullptr, 10));
     if (!e.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, e.c_str());
-    wire::send_msg(st.ctl.get(), {{"op", "ready"}, {"ok", e.empty() ? "1" : "0"}, {"error", e}}, st.ready_by);
+    wire::send_msg(st.ctl.get(),
+                   {{"op", "ready"}, {"ok", e.empty() ? "1" : "0"}, {"error", e}, {"health", encode_readings(st.health)}},
+                   st.ready_by);
     return e.empty();
 }
 
@@ -100,13 +108,20 @@ bool lead_readiness(Step& st) {
     const Fields prep{{"op", "prepare"}, {"path", st.gpu_path ? "gpu" : "cpu"}, {"bytes", std::to_string(st.bytes)}};
     for (uint32_t r = 1; r < self.world; ++r) wire::send_msg(st.members[r].ctl.get(), prep, st.ready_by);
     std::vector<bool> ready(self.world, false);
+    st.node_health.assign(st.rep.nodes.size(), {});
+    auto add_health = [&](uint32_t r, const std::vector<GpuReadings>& g) {
+        auto& h = st.node_health[st.members[r].node_index];
+        h.insert(h.end(), g.begin(), g.end());
+    };
     // Everyone else was ready, or on its way, and is stopped with no fault.
     auto stop_the_rest = [&] {
         for (uint32_t r = 0; r < self.world; ++r)
             if (st.evidence[r].state == RankState::Done) st.note(r, RankState::Stopped, "");
         return false;
     };
-    if (std::string e = get_ready(st, st.gpu_path, st.bytes); !e.empty()) {
+    const std::string own_error = get_ready(st, st.gpu_path, st.bytes);
+    add_health(0, st.health);
+    if (const std::string& e = own_error; !e.empty()) {
         st.note(0, RankState::Fault, e);
         return stop_the_rest();
     }
@@ -123,6 +138,7 @@ bool lead_readiness(Step& st) {
         }
         Fields& f = *e->msg;
         if (f["op"] != "ready" || ready[r]) continue;
+        add_health(r, decode_readings(f["health"]));
         if (f["ok"] != "1") {
             st.note(r, RankState::Fault, f["error"]);
             return stop_the_rest();

@@ -176,7 +176,10 @@ bool prepare_self(Step& st) {
                 {"rate", num(st.sig.rate_gbps, -1)},
                 {"mtu", std::to_string(st.sig.mtu)},
                 {"ifname", st.ifname},
-                {"problems", problems}};
+                {"problems", problems},
+                // This process on its host: never a foreign process on a GPU.
+                {"pid", std::to_string(getpid())},
+                {"host", host_name()}};
     std::string lane_gpus;
     for (int d : st.devices) lane_gpus += (lane_gpus.empty() ? "" : ";") + gpu::describe(d);
     st.hello["lane_gpus"] = lane_gpus;

@@ -74,6 +74,12 @@ bool setup_fails_on_purpose(uint32_t rank) {
     return false;
 }
 
+bool exits_on_purpose(uint32_t rank) {
+    for (const std::string& r : split_list(env_or("MN_PREFLIGHT_EXIT_IN_COLLECTIVE")))
+        if (r == std::to_string(rank)) return true;
+    return false;
+}
+
 std::vector<double> split_numbers(const std::string& csv) {
     std::vector<double> out;
     for (const std::string& x : split_list(csv)) out.push_back(std::atof(x.c_str()));

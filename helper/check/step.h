@@ -23,6 +23,7 @@
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/blame.h"
+#include "lib/gpu_health.h"
 #include "lib/preflight.h"
 
 namespace mn::check {
@@ -110,6 +111,7 @@ struct Step {
     // GPU set-up, started at launch so it overlaps the rendezvous.
     std::shared_future<std::string> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
+    std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
 
     // A rank other than 0.
     Fd ctl;
@@ -120,6 +122,7 @@ struct Step {
     wire::Mux mux;
     PreflightReport rep;
     std::vector<RankEvidence> evidence;  // one per rank, for the verdict
+    std::vector<std::vector<GpuReadings>> node_health;  // per node: its GPUs' readings, from readiness
     std::string phase;                   // the phase under way, for a time-out line
     bool gpu_path = false;
     std::size_t bytes = 0, pair_bytes = 0;
@@ -144,6 +147,11 @@ void progress(const Self& self, const std::string& line);
 // The test hook MN_PREFLIGHT_FAIL_SETUP=RANK[,RANK]: those ranks' set-up
 // fails on purpose, so the failure path can be shown without a broken GPU.
 bool setup_fails_on_purpose(uint32_t rank);
+// The test hook MN_PREFLIGHT_EXIT_IN_COLLECTIVE=RANK[,RANK]: those ranks'
+// processes end as the collective starts, leaving the others inside NCCL's
+// init (or the ring's connect) waiting for them, where the stop word must
+// reach them.
+bool exits_on_purpose(uint32_t rank);
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc

@@ -4,6 +4,8 @@
 // last half second of --timeout.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -25,6 +27,18 @@ int verdict(Step& st) {
             rep.timed_out = st.phase + ": " + (b.silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(b.silent) +
                             " did not report within --timeout " + num(st.o.timeout, -1) + " s";
     }
+    // GPU health (NVML) per node: a fail blames the node, a warning is a note.
+    for (std::size_t i = 0; i < st.node_health.size() && i < rep.nodes.size(); ++i) {
+        std::set<unsigned> ours;  // every rank of the step on the same host
+        std::string host;
+        for (uint32_t r : rep.nodes[i].ranks) host = st.members[r].hello["host"];
+        for (auto& m : st.members)
+            if (m.hello["host"] == host) ours.insert(static_cast<unsigned>(std::atoi(m.hello["pid"].c_str())));
+        for (const auto& f : gpu_health(rep.nodes[i].host, st.node_health[i], ours)) {
+            if (f.fail) rep.nodes[i].problems.push_back(f.text.substr(rep.nodes[i].host.size() + 1));
+            else rep.notes.push_back("warning: " + f.text);
+        }
+    }
     rep.min_busbw = st.o.min_busbw;
     rep.elapsed = now_s() - st.start;
     judge(rep);
@@ -40,9 +54,10 @@ int verdict(Step& st) {
         if (st.members[r].ctl) wire::send_msg(st.members[r].ctl.get(), word, Deadline::in(1));
     // Rank 0's own share may still be inside NCCL: abort it; the process
     // ends with the verdict either way.
+    // (A TCP transfer has nothing to abort: the process just ends.)
     if (st.own.valid() && st.own.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        gpu::abort_nccl();
-        if (st.own.wait_for(std::chrono::seconds(2)) != std::future_status::ready) {
+        if (st.gpu_path) gpu::abort_nccl();
+        if (st.own.wait_for(std::chrono::milliseconds(st.gpu_path ? 2000 : 0)) != std::future_status::ready) {
             std::fflush(stderr);
             _exit(rep.code);
         }

@@ -81,7 +81,7 @@ t_rank_stuck_in_collective() {
     if [ \$SLURM_PROCID = 2 ]; then
       $PF --timeout 20 --size 64M --iters 50 & pid=\$!; sleep 1; kill -STOP \$pid; sleep 21; kill -CONT \$pid; wait
     else exec $PF --timeout 20 --size 64M --iters 50; fi"
-  [ $RC -eq 3 ] && has 'time-out: collective: rank 2 did not report' && has 'ring from rank 0 to rank 2: time ran out' &&
+  [ $RC -eq 3 ] && has 'time-out: collective: rank 2 did not report' && has '^note: node[01] rank [01]: ring from rank [02] to rank [12]: ' &&
     row node2 | grep -q 'rank 2: never finished the all-reduce' &&
     row node0 | grep -q 'waited on node2$' && row node1 | grep -q 'waited on node2$' && ! has '^problem: node[01]' &&
     [ $((SECONDS - t0)) -lt 40 ] || { fail "$name" "rc=$RC after $((SECONDS - t0)) s"; return; }
@@ -107,6 +107,18 @@ d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
 print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"]))' "$OUT/last" 2>&1)
   [ $RC -eq 1 ] && [ "$got" = "1 [('node0', 'waited on node1', ['node1']), ('node1', 'rank 1: set-up failed on purpos', []), ('node2', 'waited on node1', ['node1'])] 1" ] ||
     { fail "$name" "json: $got"; return; }
+  pass "$name (${t} ms from srun to exit)"
+}
+
+t_rank_dies_in_collective() {
+  local name="a rank whose process ends as the all-reduce starts (MN_PREFLIGHT_EXIT_IN_COLLECTIVE=2): the others, waiting to connect the ring, are stopped; exit 1 in seconds, only node2 named"
+  local t0 t
+  t0=$(date +%s%N)
+  run srun -N3 -n3 --mn-nccl bash -c "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=2 exec $PF --timeout 30"
+  t=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $RC -eq 1 ] && ! has 'time-out' && row node2 | grep -q 'rank 2: its process ended during the all-reduce' &&
+    row node0 | grep -q 'waited on node2$' && row node1 | grep -q 'waited on node2$' &&
+    [ "$(count '^problem:')" = 1 ] && [ $t -lt 10000 ] || { fail "$name" "rc=$RC, ${t} ms from srun to exit"; return; }
   pass "$name (${t} ms from srun to exit)"
 }
 

@@ -213,6 +213,63 @@ static void test_pattern_sums_and_names_a_bad_element(void**) {
     assert_contains(check_pattern(sum, 4), "element 9 is 31, expected 30");
 }
 
+// GPU pairs inside nodes, as 2 nodes of 4 H200s give them (16 MiB pairs,
+// about 330 GB/s busbw over NVLink).
+static std::vector<GpuPairResult> nvlink_pairs() {
+    std::vector<GpuPairResult> out;
+    for (uint32_t node = 0; node < 2; ++node)
+        for (int a = 0; a < 4; ++a)
+            for (int b = a + 1; b < 4; ++b)
+                out.push_back({node, "GPU" + std::to_string(a), "GPU" + std::to_string(b), 330.0 + a + b, ""});
+    return out;
+}
+
+static void slow_gpu_is_named_not_its_partners(void**) {
+    assert_true(slow_gpus(nvlink_pairs()).empty());
+    auto p = nvlink_pairs();
+    for (auto& x : p)
+        if (x.node == 1 && (x.gpu_a == "GPU2" || x.gpu_b == "GPU2")) x.busbw_gbps = 40;  // GPU2 of node 1 on PCIe
+    const auto s = slow_gpus(p);
+    assert_int_equal(s.size(), 1);
+    assert_int_equal(s[0].first, 1);
+    assert_contains(s[0].second, "slow GPU GPU2: its pairs run at 40.0 GB/s at best");
+}
+
+static void slow_link_is_named_when_both_gpus_are_fine(void**) {
+    auto p = nvlink_pairs();
+    for (auto& x : p)
+        if (x.node == 0 && x.gpu_a == "GPU0" && x.gpu_b == "GPU3") x.busbw_gbps = 60;
+    const auto s = slow_gpus(p);
+    assert_int_equal(s.size(), 1);
+    assert_int_equal(s[0].first, 0);
+    assert_contains(s[0].second, "slow link between GPU0 and GPU3: 60.0 GB/s");
+}
+
+static void gpu_pairs_too_few_to_compare_and_failures(void**) {
+    // One node of 2 GPUs: one pair, nothing to compare with.
+    assert_true(slow_gpus({{0, "GPU0", "GPU1", 5, ""}}).empty());
+    // A failed pair is named whatever the count.
+    const auto s = slow_gpus({{0, "GPU0", "GPU1", 0, "the pair's all-reduce failed"}});
+    assert_int_equal(s.size(), 1);
+    assert_contains(s[0].second, "GPU pair GPU0 - GPU1 failed: the pair's all-reduce failed");
+    // In the verdict: the node is blamed, the table shows the pairs.
+    PreflightReport r;
+    r.nodes.resize(2);
+    for (uint32_t i = 0; i < 2; ++i) {
+        r.nodes[i].node = i;
+        r.nodes[i].host = "g" + std::to_string(i);
+        r.nodes[i].sig.fabric = "ib";
+    }
+    r.gpu_pairs = nvlink_pairs();
+    r.gpu_pairs[8].busbw_gbps = 10;  // node 1, GPU0-GPU3
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_str(r.nodes[0].verdict, "ok");
+    assert_contains(r.nodes[1].verdict, "slow link between GPU0 and GPU3");
+    assert_contains(report_table(r), "GPU pairs inside nodes: 12, median busbw");
+    assert_contains(report_json(r), "\"gpu_pairs\":[{\"host\":\"g0\",\"a\":\"GPU0\"");
+}
+
 static void ranges(void**) {
     assert_str(rank_ranges({0, 1, 2, 3, 6}), "0-3,6");
     assert_str(rank_ranges({5}), "5");
@@ -233,6 +290,9 @@ int main() {
         cmocka_unit_test(transports_from_nccl_log),
         cmocka_unit_test(test_pattern_sums_and_names_a_bad_element),
         cmocka_unit_test(ranges),
+        cmocka_unit_test(slow_gpu_is_named_not_its_partners),
+        cmocka_unit_test(slow_link_is_named_when_both_gpus_are_fine),
+        cmocka_unit_test(gpu_pairs_too_few_to_compare_and_failures),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
