@@ -58,6 +58,10 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);
+    // Slurm (24.11) leaves the option's own variable in the task's
+    // environment: without this the program would see one variable more
+    // than without --mn-preflight.
+    spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
     if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
         slurm_error("%s", message("--mn-preflight: Slurm refused to put the check in front of the task "
                                   "(spank_prepend_task_argv); report this with the Slurm version")
