@@ -46,8 +46,8 @@ m0=$(printf '%s\n' "${plain[@]}" | median)
 m1=$(printf '%s\n' "${with[@]}" | median)
 awk -v a="$m0" -v b="$m1" -v n="$rounds" -v f="$form" -v v="$ver" -v bad="$bad" 'BEGIN {
   printf "Slurm %s, 3 nodes, 6 tasks, CPU path, %d rounds interleaved\n", v, n
-  printf "  median srun --mn-nccl=auto true:           %8.1f ms\n", a / 1000
-  printf "  median the same with %s: %8.1f ms\n", f, b / 1000
+  printf "  median, srun --mn-nccl=auto true: %8.1f ms\n", a / 1000
+  printf "  median, the same with %s: %8.1f ms\n", f, b / 1000
   printf "  added by the check: %.1f ms, ratio with/without %.2f\n", (b - a) / 1000, b / a
   if (bad) printf "  WARNING: a checked step failed (see it with the same command by hand)\n"
 }'
