@@ -168,6 +168,20 @@ t_inline_fail_slow_node() {
     srun -N3 --ntasks-per-node=1 --mn-nccl=auto "--mn-preflight=exclude-file=$OUT/exclude" bash -c 'echo PROGRAM STARTED'
 }
 
+t_inline_job_comment() {
+  [ $inline = 1 ] || return 0
+  local name="--mn-preflight=comment, node1 slowed: the job's comment says mn-preflight exclude=node1"
+  local jn=mn-inline-comment-$$
+  slow_node1
+  run srun -J "$jn" -N3 --ntasks-per-node=1 --mn-nccl=auto --mn-preflight=comment bash -c 'echo PROGRAM STARTED'
+  slow_off
+  local c; c=$(scontrol show job -o 2>/dev/null | grep "JobName=$jn " | grep -o 'Comment=mn-preflight [^ ]*')
+  [ $RC -eq 1 ] && ! has 'PROGRAM STARTED' && has 'nodes to exclude: node1 \(in the job.s comment\)' &&
+    [ "$c" = "Comment=mn-preflight exclude=node1" ] ||
+    { fail "$name" "rc=$RC comment '$c'"; return; }
+  pass "$name"
+}
+
 t_inline_needs_mn_nccl() {
   [ $inline = 1 ] || return 0
   local name="--mn-preflight with mn_nccl off: refused in srun, naming --mn-nccl=auto"
