@@ -4,6 +4,7 @@
 // form they are written in.
 #include <set>
 
+#include "lib/config.h"
 #include "lib/exclude_list.h"
 #include "lib/hostlist.h"
 #include "lib/preflight.h"
@@ -90,6 +91,16 @@ static void alternative_is_the_two_line_script(void**) {
     assert_contains(preflight_alternative(), "srun --mn-nccl=auto mn-preflight || exit 1");
     assert_contains(preflight_alternative(), "srun --mn-nccl=auto python train.py");
     assert_str(kPreflightNeedsSlurm, "24.11");
+}
+
+static void plugstack_names_the_helper(void**) {
+    auto c = parse_site_config({"preflight=/opt/mn/bin/mn-preflight"});
+    assert_str(c.config.preflight, "/opt/mn/bin/mn-preflight");
+    assert_int_equal(c.warnings.size(), 0);
+    c = parse_site_config({"preflight=bin/mn-preflight"});
+    assert_str(c.config.preflight, "");
+    assert_int_equal(c.warnings.size(), 1);
+    assert_contains(c.warnings[0], "preflight='bin/mn-preflight' is not an absolute path; using the installed");
 }
 
 // ---- hostlist compression ---------------------------------------------------
@@ -218,6 +229,7 @@ int main() {
         cmocka_unit_test(bad_values_name_the_option_and_the_fix),
         cmocka_unit_test(port_is_never_master_port),
         cmocka_unit_test(alternative_is_the_two_line_script),
+        cmocka_unit_test(plugstack_names_the_helper),
         cmocka_unit_test(compress_makes_slurms_form),
         cmocka_unit_test(compress_round_trips_through_parse),
         cmocka_unit_test(slow_node_is_excluded_from_table_and_json),
