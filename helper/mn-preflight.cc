@@ -12,6 +12,7 @@
 #include "config.h"
 #include "helper/check.h"
 #include "helper/discover.h"
+#include "helper/inline_exec.h"
 #include "lib/step_plan.h"
 #include "lib/verbs.h"
 
@@ -20,6 +21,7 @@ namespace {
 const char kUsage[] =
     "usage: srun --mn-nccl=auto mn-preflight [check] [--cpu | --gpu] [--timeout S] [--min-busbw GBPS]\n"
     "                                        [--size BYTES] [--iters N] [--no-pairs] [--mode MODE] [--json]\n"
+    "       mn-preflight check --exec [--port P] [--exclude-file PATH] [--job-comment] [OPTIONS] -- PROGRAM [ARGS]\n"
     "       mn-preflight --prolog [--reason-file PATH] [--timeout S] [--mode MODE] [--json]\n"
     "       mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
     "       mn-preflight --help | --version\n"
@@ -39,6 +41,8 @@ const char kUsage[] =
     "  --no-pairs        skip the pair tests\n"
     "  --mode MODE       the fabric class expected: auto (default), ib, roce, socket\n"
     "  --json            one JSON object instead of the table\n"
+    "  --exec ... -- PROGRAM  what srun --mn-preflight runs in each task: the check (on port P, rank 0 writes\n"
+    "                    the nodes to exclude to PATH on FAIL), then PROGRAM in the same process on PASS\n"
     "--prolog         this node alone, for a Slurm prolog: RDMA ports usable, every GPU takes an\n"
     "                 allocation and a copy, an NCCL all-reduce across its GPUs, NVML health\n"
     "                 (default --timeout 10)\n"
@@ -94,6 +98,8 @@ std::string parse_timeout(const std::string& v, double& out) {
 
 int check(const std::vector<std::string>& args) {
     mn::CheckOptions o;
+    mn::InlineOptions io;
+    bool exec = false;
     for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto value = [&](std::string& v) {
@@ -102,7 +108,20 @@ int check(const std::vector<std::string>& args) {
             return true;
         };
         std::string v;
-        if (a == "--cpu") o.path = "cpu";
+        if (a == "--") {
+            io.program.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+            break;
+        } else if (a == "--exec") exec = true;
+        else if (a == "--job-comment") io.job_comment = true;
+        else if (a == "--exclude-file") {
+            if (!value(io.exclude_file) || io.exclude_file.empty()) return usage_error("--exclude-file needs a path");
+        } else if (a == "--port") {
+            char* endp = nullptr;
+            long p = value(v) ? std::strtol(v.c_str(), &endp, 10) : 0;
+            if (v.empty() || *endp != '\0' || p < 1 || p > 65535)
+                return usage_error("--port needs a port from 1 to 65535 (got '" + v + "')");
+            io.port = static_cast<unsigned>(p);
+        } else if (a == "--cpu") o.path = "cpu";
         else if (a == "--gpu") o.path = "gpu";
         else if (a == "--json") o.json = true;
         else if (a == "--no-pairs") o.pairs = false;
@@ -134,6 +153,9 @@ int check(const std::vector<std::string>& args) {
             return usage_error("unknown argument '" + a + "'");
         }
     }
+    if (exec) return mn::check_then_exec(o, io);
+    if (!io.program.empty() || io.port || !io.exclude_file.empty() || io.job_comment)
+        return usage_error("-- PROGRAM, --port, --exclude-file and --job-comment go with --exec");
     return mn::run_check(o);
 }
 

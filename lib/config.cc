@@ -98,7 +98,7 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
         std::string key = arg.substr(0, eq);
         std::string val = eq == std::string::npos ? "" : arg.substr(eq + 1);
         if (eq == std::string::npos) {
-            warn("argument '" + arg + "' is not key=value (known: default, port_range, force, sysfs_root)",
+            warn("argument '" + arg + "' is not key=value (known: default, port_range, force, sysfs_root, preflight)",
                  "nothing from it");
         } else if (key == "default") {
             auto m = parse_mode(val, "default");
@@ -111,11 +111,14 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
         } else if (key == "force") {
             if (val == "0" || val == "1") out.config.force = val == "1";
             else warn("force='" + val + "' is not 0 or 1", "force=0");
+        } else if (key == "preflight") {
+            if (!val.empty() && val[0] == '/') out.config.preflight = val;
+            else warn("preflight='" + val + "' is not an absolute path", "the installed mn-preflight");
         } else if (key == "sysfs_root") {
             if (!val.empty() && val[0] == '/') out.config.sysfs_root = val;
             else warn("sysfs_root='" + val + "' is not an absolute path", "/sys");
         } else {
-            warn("unknown argument '" + arg + "' (known: default, port_range, force, sysfs_root)",
+            warn("unknown argument '" + arg + "' (known: default, port_range, force, sysfs_root, preflight)",
                  "nothing from it");
         }
     }

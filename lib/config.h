@@ -36,6 +36,7 @@ struct SiteConfig {
     PortRange ports;
     bool force = false;        // overwrite variables the user already set
     std::string sysfs_root;    // fabric discovery reads here instead of /sys
+    std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
 };
 
 struct ParsedSiteConfig {

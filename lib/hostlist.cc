@@ -1,5 +1,6 @@
 #include "hostlist.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace mn {
@@ -112,6 +113,67 @@ Outcome<Hostlist> Hostlist::parse(const std::string& expr) {
         for (auto& n : names) list.hosts_.push_back(std::move(n));
     }
     return list;
+}
+
+std::string Hostlist::compress(const std::vector<std::string>& hosts) {
+    // A group: one prefix and one digit width (0: no zero padding, so
+    // node9 and node10 share a group as Slurm writes node[9-10]).
+    struct Group {
+        std::string prefix;
+        std::size_t width = 0;
+        std::vector<unsigned long> numbers;
+        std::string plain;  // a name without trailing digits
+    };
+    std::vector<Group> groups;
+    auto group_for = [&](const std::string& prefix, std::size_t width) -> Group& {
+        for (auto& g : groups)
+            if (g.plain.empty() && g.prefix == prefix && g.width == width) return g;
+        groups.push_back(Group{prefix, width, {}, ""});
+        return groups.back();
+    };
+    for (const std::string& h : hosts) {
+        std::size_t d = h.size();
+        while (d > 0 && std::isdigit(static_cast<unsigned char>(h[d - 1]))) --d;
+        const std::string digits = h.substr(d);
+        // Names without digits, or with too many to count, stay as they are.
+        if (digits.empty() || digits.size() > 9 || h.find_first_of("[],") != std::string::npos) {
+            bool seen = false;
+            for (const auto& g : groups) seen = seen || g.plain == h;
+            if (!seen) groups.push_back(Group{"", 0, {}, h});
+            continue;
+        }
+        const bool padded = digits.size() > 1 && digits[0] == '0';
+        // An unpadded number as wide as a padded group joins it: node[08-10].
+        std::size_t width = padded ? digits.size() : 0;
+        if (!padded)
+            for (const auto& g : groups)
+                if (g.plain.empty() && g.prefix == h.substr(0, d) && g.width == digits.size()) width = g.width;
+        group_for(h.substr(0, d), width).numbers.push_back(std::stoul(digits));
+    }
+    std::string out;
+    for (auto& g : groups) {
+        if (!out.empty()) out += ",";
+        if (!g.plain.empty()) {
+            out += g.plain;
+            continue;
+        }
+        std::sort(g.numbers.begin(), g.numbers.end());
+        g.numbers.erase(std::unique(g.numbers.begin(), g.numbers.end()), g.numbers.end());
+        if (g.numbers.size() == 1) {
+            out += g.prefix + padded(g.numbers[0], g.width);
+            continue;
+        }
+        std::string ranges;
+        for (std::size_t i = 0; i < g.numbers.size();) {
+            std::size_t j = i;
+            while (j + 1 < g.numbers.size() && g.numbers[j + 1] == g.numbers[j] + 1) ++j;
+            ranges += (ranges.empty() ? "" : ",") + padded(g.numbers[i], g.width);
+            if (j > i) ranges += "-" + padded(g.numbers[j], g.width);
+            i = j + 1;
+        }
+        out += g.prefix + "[" + ranges + "]";
+    }
+    return out;
 }
 
 }  // namespace mn

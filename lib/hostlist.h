@@ -19,6 +19,12 @@ public:
     std::size_t size() const { return hosts_.size(); }
     const std::string& operator[](std::size_t i) const { return hosts_[i]; }
 
+    // The shortest Slurm form of a set of names, as sbatch --exclude takes
+    // it: "node1,node2,node3,gpu07" -> "node[1-3],gpu07". Names sharing a
+    // prefix and ending in digits become one bracket group (zero padding
+    // kept); groups come in the order of their first name; duplicates go.
+    static std::string compress(const std::vector<std::string>& hosts);
+
     // Refuse lists that would not fit any real step, before expanding them.
     static constexpr std::size_t kMaxHosts = 1u << 20;
 

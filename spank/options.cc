@@ -9,7 +9,7 @@
 namespace mn::spank {
 namespace {
 
-enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate };
+enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate, kPreflight };
 
 int refuse(int remote, const Problem& p) {
     const std::string text = message(p.text());
@@ -48,6 +48,13 @@ int on_option(int id, const char* optarg, int remote) {
                 s.choice.emulate = *k;
                 return 0;
             }
+            case kPreflight: {
+                auto r = parse_preflight_request(value, "--mn-preflight");
+                if (!r) return refuse(remote, r.problem());
+                s.preflight = *r;
+                s.preflight_given = true;
+                return 0;
+            }
         }
         return 0;
     } catch (...) {
@@ -72,6 +79,11 @@ struct spank_option kOptions[] = {
      const_cast<char*>("Split each node into K emulated nodes (tasks, GPUs, NCCL_HOSTID), to test multi-node "
                        "code on one node."),
      1, kEmulate, on_option},
+    {const_cast<char*>("mn-preflight"), const_cast<char*>("[OPTIONS]"),
+     const_cast<char*>("Each task first runs mn-preflight's check (same ranks, GPUs and network); the program "
+                       "starts only on PASS. OPTIONS: timeout=S,min-busbw=GBPS,size=B,iters=N,no-pairs,cpu,gpu,"
+                       "mode=M,json,exclude-file=PATH,comment. Needs Slurm 24.11. Env form: MN_NCCL_PREFLIGHT."),
+     2, kPreflight, on_option},
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../lib/config.h"
+#include "../lib/preflight_request.h"
 #include "../lib/step_plan.h"
 #include "spank_api.h"
 
@@ -16,6 +17,9 @@ struct PluginState {
     ParsedSiteConfig site;
     UserChoice choice;
     bool mode_given = false;  // --mn-nccl on the command line (or via sbatch)
+    // --mn-preflight (or MN_NCCL_PREFLIGHT): the check before the program.
+    PreflightRequest preflight;
+    bool preflight_given = false;
     // Set in remote user_init, used by each task_init.
     bool active = false;
     std::optional<StepPlan> plan;

@@ -41,6 +41,45 @@ void tell_user(const std::string& text) {
     (void)rc;
 }
 
+// --mn-preflight: mn-preflight check --exec ... -- in front of the task's
+// command, so the check runs in this task and then becomes the program.
+int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
+                      uint32_t local_id) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+    if (access(bin.c_str(), X_OK) != 0) {
+        if (local_id == 0)
+            slurm_error("%s", message("--mn-preflight: " + bin + " is not an executable here; install mn-preflight "
+                                      "on every node, or set preflight=PATH in plugstack.conf")
+                                  .c_str());
+        return -1;
+    }
+    const std::vector<std::string> args =
+        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi));
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    // Slurm (24.11) leaves the option's own variable in the task's
+    // environment: without this the program would see one variable more
+    // than without --mn-preflight.
+    spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
+    if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
+        slurm_error("%s", message("--mn-preflight: Slurm refused to put the check in front of the task "
+                                  "(spank_prepend_task_argv); report this with the Slurm version")
+                              .c_str());
+        return -1;
+    }
+    return 0;
+#else
+    (void)sp, (void)plan, (void)req, (void)site;
+    if (local_id == 0)
+        slurm_error("%s", message(std::string("--mn-preflight needs Slurm ") + kPreflightNeedsSlurm +
+                                  " or newer on the nodes; " + preflight_alternative())
+                              .c_str());
+    return -1;
+#endif
+}
+
 }  // namespace
 
 int stepd_user_init(spank_t sp) {
@@ -57,6 +96,13 @@ int stepd_user_init(spank_t sp) {
                 return 0;
             }
             s.choice.mode = *m;
+        }
+    }
+    if (!s.preflight_given) {
+        if (auto env = step_env(sp, "MN_NCCL_PREFLIGHT")) {
+            auto r = parse_preflight_request(*env, "MN_NCCL_PREFLIGHT");
+            if (!r) s.deferred_error = message(r.problem().text());
+            else s.preflight = *r;
         }
     }
     if (s.choice.mode == Mode::Off) return 0;
@@ -144,6 +190,7 @@ int stepd_task_init(spank_t sp) {
     if (s.plan->emulate > 1 &&
         stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)
         return -1;
+    if (s.preflight.enabled && prepend_preflight(sp, *s.plan, s.preflight, s.site.config, t.local_id) != 0) return -1;
     if (t.local_id == 0) {
         for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
         if (s.choice.explain) {

@@ -1,0 +1,180 @@
+#include "helper/inline_exec.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "lib/exclude_list.h"
+#include "lib/hostlist.h"
+#include "lib/preflight.h"
+
+extern char** environ;
+
+namespace mn {
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+// srun's cancel (Ctrl-C, scancel) reaches the task: pass it on to the check.
+void forward(int sig) {
+    if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
+}
+
+std::string env_or(const char* name, const std::string& dflt = "") {
+    const char* v = std::getenv(name);
+    return v && *v ? v : dflt;
+}
+
+void say(const std::string& line) {
+    const std::string text = line + "\n";
+    ssize_t rc = write(STDERR_FILENO, text.data(), text.size());
+    (void)rc;
+}
+
+bool write_file(const std::string& path, const std::string& text, std::string& err) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) {
+        err = std::strerror(errno);
+        return false;
+    }
+    const bool ok = std::fputs(text.c_str(), f) >= 0;
+    if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        err = std::strerror(errno);
+        std::remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+// scontrol update JobId=J Comment=...; the user owns the job.
+bool set_job_comment(const std::string& comment, std::string& err) {
+    const std::string job = "JobId=" + env_or("SLURM_JOB_ID"), c = "Comment=" + comment;
+    const char* argv[] = {"scontrol", "update", job.c_str(), c.c_str(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawnp(&pid, "scontrol", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+        err = "cannot run scontrol";
+        return false;
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        err = "scontrol update exited " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        return false;
+    }
+    return true;
+}
+
+// Rank 0, after a FAIL: the machine-readable outcome and one line saying
+// what happened to the program.
+void report_failure(int code, const std::string& output, const InlineOptions& io) {
+    const std::string prog = io.program[0];
+    auto hosts = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")));
+    const ExcludeList ex = hosts ? nodes_to_exclude(output, hosts->hosts()) : ExcludeList{};
+    const std::string list = Hostlist::compress(ex.nodes);
+    std::string where;
+    if (!io.exclude_file.empty() && !list.empty()) {
+        std::string err;
+        if (write_file(io.exclude_file, list + "\n", err)) where += " (written to " + io.exclude_file + ")";
+        else where += " (could not write " + io.exclude_file + ": " + err + ")";
+    }
+    if (io.job_comment && !list.empty()) {
+        std::string err;
+        if (set_job_comment("mn-preflight exclude=" + list, err)) where += " (in the job's comment)";
+        else where += " (could not set the job's comment: " + err + ")";
+    }
+    std::string nodes = list.empty() ? (ex.known ? "none named" : "unknown (the check stopped before its verdict)")
+                                     : list + where;
+    say("mn_nccl: --mn-preflight: the check failed (exit " + std::to_string(code) + "); " + prog +
+        " was not started on any node; nodes to exclude: " + nodes);
+}
+
+}  // namespace
+
+int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
+    if (io.program.empty()) {
+        std::fprintf(stderr, "mn-preflight: check --exec needs a program after --\n");
+        return kUsage;
+    }
+    const bool rank0 = env_or("SLURM_PROCID") == "0";
+    const bool capture = rank0;
+    // A file from an earlier run must not speak for this one.
+    if (rank0 && !io.exclude_file.empty() && std::remove(io.exclude_file.c_str()) != 0 && errno != ENOENT)
+        say("mn-preflight: cannot remove the old " + io.exclude_file + ": " + std::strerror(errno));
+
+    int pfd[2] = {-1, -1};
+    if (capture && pipe2(pfd, O_CLOEXEC) != 0) {
+        std::fprintf(stderr, "mn-preflight: pipe: %s\n", std::strerror(errno));
+        return kCheckFailed;
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t child = fork();
+    if (child < 0) {
+        std::fprintf(stderr, "mn-preflight: fork: %s\n", std::strerror(errno));
+        return kCheckFailed;
+    }
+    if (child == 0) {
+        if (capture) dup2(pfd[1], STDOUT_FILENO);
+        // The check's rendezvous, away from the program's MASTER_PORT.
+        if (io.port) setenv("MASTER_PORT", std::to_string(io.port).c_str(), 1);
+        const int code = run_check(o);
+        std::fflush(stdout);
+        std::fflush(stderr);
+        _exit(code);
+    }
+    g_child = child;
+    struct sigaction sa {};
+    sa.sa_handler = forward;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+
+    std::string output;
+    if (capture) {
+        close(pfd[1]);
+        char buf[4096];
+        while (true) {
+            const ssize_t n = read(pfd[0], buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            output.append(buf, static_cast<std::size_t>(n));
+            for (ssize_t done = 0; done < n;) {
+                const ssize_t w = write(STDOUT_FILENO, buf + done, static_cast<std::size_t>(n - done));
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) break;
+                done += w;
+            }
+        }
+        close(pfd[0]);
+    }
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    g_child = 0;
+    sa.sa_handler = SIG_DFL;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (code != kPass) {
+        if (rank0) report_failure(code, output, io);
+        return code;
+    }
+    std::vector<char*> argv;
+    for (const auto& a : io.program) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int err = errno;
+    std::fprintf(stderr, "mn-preflight: %s: the check passed, but %s cannot run: %s\n", env_or("SLURMD_NODENAME", "?").c_str(),
+                 io.program[0].c_str(), std::strerror(err));
+    return err == ENOENT ? 127 : 126;
+}
+
+}  // namespace mn

@@ -1,0 +1,23 @@
+// Which Slurm nodes a failed pre-flight check says to leave out, read back
+// from the verdict mn-preflight printed (its table or its --json object), so
+// that `sbatch --exclude=$(cat FILE)` can act on it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mn {
+
+struct ExcludeList {
+    std::vector<std::string> nodes;  // Slurm node names, in the step's order
+    // False when the output held no verdict row at all (the check stopped
+    // before its table): then nobody can be named, and nobody is.
+    bool known = false;
+};
+
+// A node is excluded when a row of its own (its name, or NAME-emuK under
+// --mn-emulate-nodes) has a verdict other than "ok" or "waited on ...", or
+// when the verdict has rows but none from it (its ranks never arrived).
+ExcludeList nodes_to_exclude(const std::string& check_output, const std::vector<std::string>& step_hosts);
+
+}  // namespace mn
