@@ -9,6 +9,7 @@ pkgs=(
   libhwloc-dev libibverbs-dev libcmocka-dev
   iproute2 util-linux procps
   python3-torch
+  clang libclang-rt-dev libssl-dev  # scripts/fuzz.sh (libFuzzer), fuzz_handshake (OpenSSL)
 )
 
 missing=()
