@@ -1,9 +1,18 @@
 #include "topology.h"
 
 #include <config.h>  // the build's HAVE_HWLOC (lib/config.h is the mode parser)
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #ifdef HAVE_HWLOC
 #include <hwloc.h>
@@ -62,9 +71,7 @@ PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
     return p;
 }
 
-}  // namespace
-
-Outcome<PciTopology> load_pci_topology(const std::string& xml_path) {
+Outcome<PciTopology> load_here(const std::string& xml_path) {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0) return Problem{"hwloc could not start", "check that libhwloc is installed"};
     struct Closer {
@@ -97,6 +104,141 @@ Outcome<PciTopology> load_pci_topology(const std::string& xml_path) {
         return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
     });
     return out;
+}
+
+// A child hands its result to the parent: length-prefixed strings and ints.
+void put(std::string& out, const std::string& v) {
+    const uint32_t n = static_cast<uint32_t>(v.size());
+    out.append(reinterpret_cast<const char*>(&n), 4);
+    out += v;
+}
+void put(std::string& out, int v) { put(out, std::to_string(v)); }
+
+std::string encode(const PciTopology& t) {
+    std::string out;
+    for (const auto* list : {&t.gpus, &t.hcas}) {
+        put(out, static_cast<int>(list->size()));
+        for (const auto& p : *list) {
+            put(out, p.name);
+            put(out, p.busid);
+            put(out, p.numa);
+            put(out, p.package);
+            put(out, static_cast<int>(p.bridges.size()));
+            for (const auto& b : p.bridges) put(out, b);
+        }
+    }
+    return out;
+}
+
+struct Reader {
+    const std::string& in;
+    std::size_t at = 0;
+    bool ok = true;
+    std::string str() {
+        uint32_t n = 0;
+        if (!ok || in.size() - at < 4) return ok = false, "";
+        std::memcpy(&n, in.data() + at, 4);
+        at += 4;
+        if (in.size() - at < n) return ok = false, "";
+        at += n;
+        return in.substr(at - n, n);
+    }
+    int num() {
+        const std::string s = str();
+        char* end = nullptr;
+        const long v = std::strtol(s.c_str(), &end, 10);
+        if (s.empty() || *end || v < -1 || v > (1 << 20)) ok = false;
+        return ok ? static_cast<int>(v) : 0;
+    }
+};
+
+std::optional<PciTopology> decode(const std::string& in) {
+    Reader r{in};
+    PciTopology t;
+    for (auto* list : {&t.gpus, &t.hcas}) {
+        const int n = r.num();
+        for (int i = 0; r.ok && i < n; ++i) {
+            PciPlace p;
+            p.name = r.str();
+            p.busid = r.str();
+            p.numa = r.num();
+            p.package = r.num();
+            const int nb = r.num();
+            for (int b = 0; r.ok && b < nb; ++b) p.bridges.push_back(r.str());
+            list->push_back(std::move(p));
+        }
+    }
+    if (!r.ok || r.at != in.size()) return std::nullopt;
+    return t;
+}
+
+// hwloc's XML reader crashes on some malformed files (hwloc 2.9.0: the 21
+// bytes '<topologyversion="2.0' do, tests/fuzz/corpus/hwloc_xml/regress-*),
+// and the file can come from a tree the user names (MN_NCCL_SYSFS_ROOT): it
+// is read in a child, so a bad file costs the locality line, never
+// slurmstepd or mn-preflight.
+Outcome<PciTopology> load_in_child(const std::string& xml_path) {
+    const Problem unreadable{"hwloc cannot read the topology file " + xml_path,
+                             "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return Problem{"cannot start reading " + xml_path + ": " + std::strerror(errno), ""};
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return Problem{"cannot start reading " + xml_path + ": " + std::strerror(errno), ""};
+    }
+    if (pid == 0) {
+        // Die quietly on a fault or after 10 s: the parent reports it.
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_UNBLOCK, &all, nullptr);
+        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) signal(sig, SIG_DFL);
+        alarm(10);
+        close(fds[0]);
+        auto t = load_here(xml_path);
+        const std::string out = t ? "T" + encode(*t) : "P";
+        for (std::size_t done = 0; done < out.size();) {
+            const ssize_t k = write(fds[1], out.data() + done, out.size() - done);
+            if (k <= 0) break;
+            done += static_cast<std::size_t>(k);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string in;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    char buf[65536];
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{fds[0], POLLIN, 0};
+        const int ready = left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(left.count()));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            kill(pid, SIGKILL);
+            in.clear();
+            break;
+        }
+        const ssize_t k = read(fds[0], buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        in.append(buf, static_cast<std::size_t>(k));
+    }
+    close(fds[0]);
+    // The process may have a reaper of its own (slurmstepd): the pipe, not
+    // the exit status, says whether the child finished.
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (in.empty() || in[0] != 'T') return unreadable;
+    auto t = decode(in.substr(1));
+    if (!t) return unreadable;
+    return *t;
+}
+
+}  // namespace
+
+Outcome<PciTopology> load_pci_topology(const std::string& xml_path) {
+    return xml_path.empty() ? load_here(xml_path) : load_in_child(xml_path);
 }
 
 #else

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of tests/fuzz (a clang build in build-fuzz/).
 #
-#   scripts/fuzz.sh                 CI: each target for MN_FUZZ_SECONDS (35) from
+#   scripts/fuzz.sh                 CI: each target for MN_FUZZ_SECONDS (30) from
 #                                   the committed corpus; new inputs go to a
 #                                   scratch dir. A crash or a broken property
 #                                   prints the input (hex and base64) and fails.
@@ -37,7 +37,7 @@ if [ $long = 1 ]; then
   secs=$((minutes * 60 / ${#targets[@]}))
   nice=(nice -n 19)
 else
-  secs=${MN_FUZZ_SECONDS:-35}
+  secs=${MN_FUZZ_SECONDS:-30}
   nice=()
 fi
 work=$(mktemp -d /tmp/mn-fuzz.XXXXXX)

@@ -120,6 +120,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     auto f = fuzz::fields(data, size, '|', 2 * kFieldsPerPort);
     f.resize(2 * kFieldsPerPort, "-");
     const std::string r = root();
+    static const bool cleanup = std::atexit([] { remove_tree(root()); }) == 0;  // replays leave nothing in /tmp
+    (void)cleanup;
     remove_tree(r);
     std::vector<std::string> gid_files;
     for (std::size_t k = 0; k < 2; ++k) {

@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 
 #include "lib/locality.h"
 #include "lib/topology.h"
@@ -103,6 +106,23 @@ static void garbled_or_missing_topology_is_a_problem_not_a_crash(void**) {
     assert_str(*topology_xml_for("/sys"), "");
 }
 
+// hwloc 2.9.0 dies on these files (found by tests/fuzz/fuzz_hwloc_xml): a
+// user can put one in the tree MN_NCCL_SYSFS_ROOT names, so the file is read
+// in a child and the caller (slurmstepd) only sees a problem.
+static void xml_that_crashes_hwloc_is_a_problem(void**) {
+    char dir[] = "/tmp/mn-topology.XXXXXX";
+    if (!mkdtemp(dir)) fail_msg("mkdtemp");
+    const std::string xml = std::string(dir) + "/topology.xml";
+    std::ofstream(xml) << "<topologyversion=\"2.0";
+    auto bad = load_pci_topology(xml);
+    assert_false(bad.ok());
+    assert_contains(bad.problem().text(), ("hwloc cannot read the topology file " + xml).c_str());
+    // ... and the same process still reads a good file afterwards.
+    assert_int_equal(load("dgx-h100").gpus.size(), 8);
+    unlink(xml.c_str());
+    rmdir(dir);
+}
+
 static void verbs_codes(void**) {
     assert_true(*verbs_rate_gbps(128, 2) == 400);  // 4X NDR
     assert_true(*verbs_rate_gbps(64, 2) == 200);   // 4X HDR
@@ -160,6 +180,7 @@ int main() {
         cmocka_unit_test(gpus_across_sockets_are_warned_and_spread),
         cmocka_unit_test(no_candidates_means_no_hca),
         cmocka_unit_test(garbled_or_missing_topology_is_a_problem_not_a_crash),
+        cmocka_unit_test(xml_that_crashes_hwloc_is_a_problem),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
         cmocka_unit_test(fixture_roots_never_consult_verbs),
