@@ -28,10 +28,8 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
             return gpus + ": opening the GPU and allocating its buffer did not finish within " +
                    num(st.budget.readiness, -1) + " s";
         }
-        std::string e = st.gpu_setup.get();
-        // NVML's view, right after the buffer's copy (a busy PCIe link
-        // shows its real speed; an idle one may have trained down).
-        st.health = gpu::health(st.devices);
+        std::string e = st.gpu_setup.get().first;
+        st.health = st.gpu_setup.get().second;
         if (e.empty() && setup_fails_on_purpose(st.self.rank))
             e = gpu::describe(st.devices.empty() ? 0 : st.devices[0]) + ": " + kHook;
         return e;

@@ -151,8 +151,12 @@ bool prepare_self(Step& st) {
         // Opening GPUs takes a while: start now, beside the rendezvous;
         // readiness collects it.
         const std::size_t bytes = st.o.bytes ? st.o.bytes : (64u << 20);
-        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes] { return gpu::prepare(devs, bytes); })
-                           .share();
+        // NVML reads right after the buffer's copy: a busy PCIe link shows
+        // its real speed, an idle one may have trained down.
+        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes] {
+                           std::string e = gpu::prepare(devs, bytes);
+                           return std::make_pair(e, gpu::health(devs));
+                       }).share();
     }
     auto data_listen = wire::listen_tcp("", 0, &st.data_port);
     if (!data_listen) {

@@ -108,8 +108,9 @@ struct Step {
     Fd data_listen;
     uint16_t data_port = 0;
     Fields hello;
-    // GPU set-up, started at launch so it overlaps the rendezvous.
-    std::shared_future<std::string> gpu_setup;
+    // GPU set-up and NVML's readings, started at launch so they overlap
+    // the rendezvous: "" or the fault, and the readings.
+    std::shared_future<std::pair<std::string, std::vector<GpuReadings>>> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
 
