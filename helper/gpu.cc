@@ -310,8 +310,26 @@ std::string cu_error(CUresult r) {
     return "CUDA error " + std::to_string(static_cast<int>(r)) + (s ? std::string(" (") + s + ")" : "");
 }
 
+// Where NCCL writes its lines for this check (NCCL_DEBUG_FILE), if known.
+std::string& nccl_log_path() {
+    static std::string path;
+    return path;
+}
+
+// NCCL's own reason for an error: the last WARN line it wrote to our log.
+std::string nccl_warning() {
+    std::ifstream in(nccl_log_path());
+    std::string line, last;
+    while (std::getline(in, line))
+        if (line.find("NCCL WARN") != std::string::npos) last = line;
+    const auto at = last.find("NCCL WARN");
+    return at == std::string::npos ? "" : last.substr(at);
+}
+
 std::string nccl_error(ncclResult_t r) {
-    return "NCCL error " + std::to_string(static_cast<int>(r)) + " (" + api().nccl_error_string(r) + ")";
+    std::string what = "NCCL error " + std::to_string(static_cast<int>(r)) + " (" + api().nccl_error_string(r) + ")";
+    const std::string warn = nccl_warning();
+    return warn.empty() ? what : what + ": " + warn;
 }
 
 // A CUDA error, or NCCL's for CUDA or for its own use, is this rank's; the
@@ -687,6 +705,7 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         }
     };
 
+    nccl_log_path() = job.log_path;
     // ---- init, non-blocking: rank 0's stop word reaches this rank here.
     const auto t0 = std::chrono::steady_clock::now();
 #if HAVE_NCCL_H
@@ -730,7 +749,9 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         ncclResult_t e = group_end();
         if (rc == ncclSuccess) rc = e;
         if (rc != ncclSuccess) return Failure{"ncclAllReduce: " + nccl_error(rc), nccl_is_peer(rc)};
-        return std::nullopt;
+        // Non-blocking communicators: the next call on one is refused
+        // (ncclInvalidArgument) until this one has left ncclInProgress.
+        return settle(cs, until, "ncclAllReduce");
     };
     // Blocks of up to five rounds, timed per lane by CUDA events; after
     // each, every member votes (an all-reduce of one float) whether its
