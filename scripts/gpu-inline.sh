@@ -22,7 +22,8 @@ srun --version
 bash scripts/gpu-cluster.sh start || { tail -30 /tmp/mn-gpu-cluster/log/*; exit 1; }
 trap 'bash scripts/gpu-cluster.sh stop' EXIT
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
-W=/tmp/mn-gpu-inline
+# Its files come back from the device tool under $OUT.
+W=${OUT:-/tmp}/mn-gpu-inline
 rm -rf "$W" && mkdir -p "$W"
 step=(srun -w big -N1 -n"$ngpu" --gres=gpu:"$ngpu" --mn-nccl=auto)
 result=0
@@ -45,7 +46,8 @@ MASTER_PORT=29555 "${step[@]}" --mn-preflight=no-pairs bash -c "$prog" 2>/dev/nu
 if [ -s "$W/env.plain" ] && grep -q ' MASTER_PORT=29555$' "$W/env.checked" && diff "$W/env.plain" "$W/env.checked" >"$W/env.diff"; then
   verdict PASS "same environment ($(wc -l <"$W/env.plain") variable lines over $ngpu tasks)"
 else
-  verdict FAIL "environments differ:"; head -20 "$W/env.diff"
+  verdict FAIL "environments differ ($(wc -l <"$W/env.plain") lines without, $(wc -l <"$W/env.checked") with the option):"
+  diff "$W/env.plain" "$W/env.checked" | head -20
 fi
 
 echo "== 3. time added to a healthy step: $rounds rounds interleaved, srun ... true with and without --mn-preflight"
