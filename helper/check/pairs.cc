@@ -207,6 +207,15 @@ std::vector<std::vector<int>> gpu_pair_plan(Step& st) {
         }
         st.gpu_rounds.push_back(g);
     }
+    // A round whose one pair is every lane (one node of two GPUs) times
+    // what the all-reduce already timed: it would only add its set-up.
+    st.gpu_rounds.erase(std::remove_if(st.gpu_rounds.begin(), st.gpu_rounds.end(),
+                                       [](const GpuRound& g) {
+                                           return !g.color.empty() && g.color.front() >= 0 &&
+                                                  std::all_of(g.color.begin(), g.color.end(),
+                                                              [&](int c) { return c == g.color.front(); });
+                                       }),
+                        st.gpu_rounds.end());
     for (const auto& g : st.gpu_rounds) out.push_back(g.color);
     return out;
 }
