@@ -68,7 +68,7 @@ t_node_mode() {
 # two steps (ids, ports, pids).
 slurm_own() {
   lines '^(SLURM|SLURMD|GPU_DEVICE_ORDINAL|CUDA_VISIBLE_DEVICES|MN_REAL|MN_EMULATED)' |
-    grep -vE '^SLURM_(JOB_?ID|STEP_?ID|TASK_PID|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_NAME)=' | sort
+    grep -vE '^SLURM_(JOB_?ID|STEP_?ID|TASK_PID|SRUN_COMM_PORT|STEP_LAUNCHER_PORT|JOB_NAME|JOB_START_TIME|JOB_END_TIME|JOB_SLUID)=' | sort
 }
 
 t_untouched_without_emulation() {
@@ -132,7 +132,7 @@ t_slurm_commands_inside() {
     echo HOSTNAMES=\$(scontrol show hostnames \$SLURM_JOB_NODELIST | paste -sd,)
     scontrol show node \$SLURMD_NODENAME >/dev/null 2>&1; echo EMUNODE=\$?
     echo REALNODE=\$(scontrol show node \$MN_REAL_SLURMD_NODENAME | grep -o 'NodeName=[^ ]*')
-    echo JOB=\$(scontrol show job \$SLURM_JOB_ID | grep -o 'NumNodes=[^ ]*')
+    echo JOB=\$(scontrol show job \$SLURM_JOB_ID | grep -o 'NumNodes=[^ ]*' | head -1)
     echo SACCT=\$(sacct -n 2>&1 | head -1)
     sbatch --wait -Q -o $OUT/batch.out --wrap 'echo BATCH nnodes=\$SLURM_NNODES tpn=\${SLURM_NTASKS_PER_NODE-unset} real=\${MN_REAL_SLURM_NODEID-none} marker=\${MN_EMULATED_NODES-none} node=\$SLURMD_NODENAME'; echo BATCHRC=\$?
   fi"

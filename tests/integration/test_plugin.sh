@@ -36,7 +36,7 @@ t_task_mode_uneven() {
 
 t_cyclic() {
   local name="task mode, cyclic distribution: RANK is Slurm's task id"
-  run srun -N2 --ntasks-per-node=2 -m cyclic --mn-nccl bash -c "$ENV_DUMP SLURM_PROCID=\$SLURM_PROCID"
+  run srun -N2 -w node[0-1] --ntasks-per-node=2 -m cyclic --mn-nccl bash -c "$ENV_DUMP SLURM_PROCID=\$SLURM_PROCID"
   [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
   local bad
   bad=$(lines '^TASK ' | while read -r l; do [ "$(field RANK "$l")" = "$(field SLURM_PROCID "$l")" ] || echo "$l"; done)
