@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -205,6 +206,8 @@ Outcome<PciTopology> load_in_child(const std::string& xml_path) {
         sigfillset(&all);
         sigprocmask(SIG_UNBLOCK, &all, nullptr);
         for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) signal(sig, SIG_DFL);
+        const rlimit no_core{0, 0};  // and leave no core file in the step's directory
+        setrlimit(RLIMIT_CORE, &no_core);
         alarm(10);
         close(fds[0]);
         auto t = load_here(xml_path);
