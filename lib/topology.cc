@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,6 +39,17 @@ std::string busid(hwloc_obj_t o) {
     return buf;
 }
 
+// hwloc keeps whatever number an XML file gives for a bridge or OS device
+// type, and loading a number outside an enum's values is undefined: read
+// the bits as an int (found by fuzz_hwloc_xml with UBSan).
+template <typename E>
+int raw(const E& e) {
+    static_assert(sizeof(E) == sizeof(int), "hwloc's enums are ints");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 bool is_gpu(hwloc_obj_t o) {
     const unsigned cls = o->attr->pcidev.class_id;
     // NVIDIA 3D or VGA controllers; AMD's accelerators (0x1200 / 0x0380).
@@ -52,7 +64,7 @@ PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
     p.busid = busid(o);
     for (hwloc_obj_t a = o->parent; a && a->type == HWLOC_OBJ_BRIDGE; a = a->parent) {
         // A host bridge has no PCI address of its own: its bus range names it.
-        const bool host = a->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+        const bool host = raw(a->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_HOST;
         char buf[48];
         if (host)
             std::snprintf(buf, sizeof buf, "host:%04x:%02x", a->attr->bridge.downstream.pci.domain,
@@ -94,7 +106,7 @@ Outcome<PciTopology> load_here(const std::string& xml_path) {
     for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, nullptr); o; o = hwloc_get_next_pcidev(topo, o)) {
         if (is_gpu(o)) out.gpus.push_back(place(topo, o, ""));
         for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
-            if (c->type == HWLOC_OBJ_OS_DEVICE && c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS && c->name)
+            if (c->type == HWLOC_OBJ_OS_DEVICE && raw(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS && c->name)
                 out.hcas.push_back(place(topo, o, c->name));
     }
     // CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID), nvidia-smi and Slurm number GPUs by bus id.
@@ -194,6 +206,8 @@ Outcome<PciTopology> load_in_child(const std::string& xml_path) {
         sigfillset(&all);
         sigprocmask(SIG_UNBLOCK, &all, nullptr);
         for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) signal(sig, SIG_DFL);
+        const rlimit no_core{0, 0};  // and leave no core file in the step's directory
+        setrlimit(RLIMIT_CORE, &no_core);
         alarm(10);
         close(fds[0]);
         auto t = load_here(xml_path);

@@ -27,7 +27,7 @@ bool busid_form(const std::string& b) {
 
 // hwloc 2.9.0 itself leaks an object when an XML file fails half-way (a
 // plain init/set_xml/load/destroy shows it; corpus/hwloc_xml/regress-hwloc-leak):
-// not ours to fix, and the plugin never reads XML from outside a fixture tree.
+// not ours to fix; the file is read in a child that exits at once anyway.
 extern "C" const char* __lsan_default_suppressions() { return "leak:libhwloc.so\n"; }
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
