@@ -39,7 +39,7 @@ echo "exit $rc, launch to exit $(python3 -c "import time; print(round(time.time(
   verdict FAIL "inline GPU check then torch (rc=$rc)"
 
 echo "== 2. the program's environment with and without the option (values that differ per step masked)"
-prog='env | LC_ALL=C sort | sed -E "s/^(SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|SLURM_JOB_START_TIME|SLURM_JOB_END_TIME|SLURM_JOB_SLUID|SLURM_JOB_NAME|MN_NCCL_STEP_SECRET|PET_RDZV_ID|TMPDIR|_)=.*/\1=*/; s/^/\$SLURM_PROCID /"'
+prog='env | LC_ALL=C sort | sed -E "s/^(SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|SLURM_JOB_START_TIME|SLURM_JOB_END_TIME|SLURM_JOB_SLUID|SLURM_JOB_NAME|MN_NCCL_STEP_SECRET|PET_RDZV_ID|TMPDIR|_)=.*/\1=*/; s/^/$SLURM_PROCID /"'
 # Only the "RANK NAME=VALUE" lines: the check's table goes to the same stdout.
 MASTER_PORT=29555 "${step[@]}" bash -c "$prog" 2>/dev/null | grep -E '^[0-9]+ ' | sort >"$W/env.plain"
 MASTER_PORT=29555 "${step[@]}" --mn-preflight=no-pairs bash -c "$prog" 2>/dev/null | grep -E '^[0-9]+ ' | sort >"$W/env.checked"
