@@ -115,6 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             if ((ok = val == "0" || val == "1")) want.force = val == "1";
         } else if (eq != std::string::npos && key == "sysfs_root") {
             if ((ok = !val.empty() && val[0] == '/')) want.sysfs_root = val;
+        } else if (eq != std::string::npos && key == "preflight") {
+            if ((ok = !val.empty() && val[0] == '/')) want.preflight = val;
         }
         bad += !ok;
     }
@@ -122,7 +124,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     for (const auto& w : parsed.warnings) FUZZ_CHECK(w.find("plugstack.conf: ") == 0, "warning '%s'", w.c_str());
     const mn::SiteConfig& got = parsed.config;
     FUZZ_CHECK(got.default_mode == want.default_mode && got.ports.lo == want.ports.lo && got.ports.hi == want.ports.hi &&
-                   got.force == want.force && got.sysfs_root == want.sysfs_root,
+                   got.force == want.force && got.sysfs_root == want.sysfs_root &&
+                   got.preflight == want.preflight,
                "the config differs from the arguments taken");
     return 0;
 }
