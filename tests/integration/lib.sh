@@ -56,3 +56,12 @@ summary() {
   echo "integration: $PASSED passed, $FAILED failed"
   [ "$FAILED" -eq 0 ]
 }
+
+# Runs the file's t_* checks (or those MN_IT_ONLY names), then the summary.
+run_checks() {
+  local t
+  for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
+    "$t"
+  done
+  summary
+}

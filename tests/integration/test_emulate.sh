@@ -160,7 +160,4 @@ t_substep_needs_real_values() {
   pass "$name"
 }
 
-for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
-  "$t"
-done
-summary
+run_checks

@@ -21,7 +21,4 @@ t_topology_xml_that_crashes_hwloc() {
   pass "$name"
 }
 
-for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
-  "$t"
-done
-summary
+run_checks

@@ -204,7 +204,4 @@ t_inline_retry_script() {
   pass "$name"
 }
 
-for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
-  "$t"
-done
-summary
+run_checks

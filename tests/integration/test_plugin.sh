@@ -337,7 +337,4 @@ t_help() {
   pass "$name"
 }
 
-for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
-  "$t"
-done
-summary
+run_checks

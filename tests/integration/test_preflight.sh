@@ -189,7 +189,4 @@ t_emulated() {
   pass "$name"
 }
 
-for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
-  "$t"
-done
-summary
+run_checks
