@@ -30,6 +30,21 @@ static EnvLookup lookup(const Env& e) {
     };
 }
 
+// One real node (node0) running 2 tasks, planned with --mn-emulate-nodes=k
+// (k = 1: no emulation) and Slurm's variables `env`.
+static Outcome<StepPlan> two_tasks_on_node0(unsigned k, const Env& env) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    c.emulate = k;
+    FakeNetwork net = node_view(0, 1);
+    StepFacts f;
+    f.nnodes = 1;
+    f.local_tasks = f.total_tasks = 2;
+    f.nodelist = "node0";
+    f.tasks_per_node = "2";
+    return plan_step(f, c, SiteConfig{}, lookup(env), net);
+}
+
 struct Task {
     Env slurm;    // as Slurm built it
     Env emulated; // after the plugin: Slurm's with the emulated view applied
@@ -298,16 +313,8 @@ static void uneven_layouts_are_refused(void**) {
 }
 
 static void without_emulation_nothing_is_touched(void**) {
-    UserChoice c;
-    c.mode = Mode::Auto;  // emulate = 1
-    FakeNetwork net = node_view(0, 1);
     Env s = {{"SLURM_NODEID", "0"}, {"SLURM_JOB_NODELIST", "node0"}};
-    StepFacts f;
-    f.nnodes = 1;
-    f.local_tasks = f.total_tasks = 2;
-    f.nodelist = "node0";
-    f.tasks_per_node = "2";
-    auto plan = plan_step(f, c, SiteConfig{}, lookup(s), net);
+    auto plan = two_tasks_on_node0(1, s);
     assert_true(plan.ok());
     auto v = emulated_slurm_env(*plan, TaskFacts{1, 1, 0, {}}, lookup(s));
     assert_true(v.ok());
@@ -350,17 +357,7 @@ static void host_and_count_lists(void**) {
 }
 
 static void topology_tree_address_keeps_its_switches(void**) {
-    UserChoice c;
-    c.mode = Mode::Auto;
-    c.emulate = 2;
-    FakeNetwork net = node_view(0, 1);
-    Env none;
-    StepFacts f;
-    f.nnodes = 1;
-    f.local_tasks = f.total_tasks = 2;
-    f.nodelist = "node0";
-    f.tasks_per_node = "2";
-    auto plan = plan_step(f, c, SiteConfig{}, lookup(none), net);
+    auto plan = two_tasks_on_node0(2, Env{});
     assert_true(plan.ok());
     Env s = {{"SLURMD_NODENAME", "node0"}, {"SLURM_TOPOLOGY_ADDR", "s0.s1.node0"}};
     auto v = emulated_slurm_env(*plan, TaskFacts{1, 1, 0, {}}, lookup(s));
