@@ -30,12 +30,14 @@ t_pass() {
 
 t_json() {
   local name="--json: one object with verdict, nodes, allreduce and pairs"
-  run srun -N3 -n3 --mn-nccl "$PF" --json
+  # Rank 0's stdout alone: srun forwards a long line in pieces, and another
+  # task's output may land between them.
+  run srun -N3 -n3 -o "$OUT/json.%t" -e "$OUT/err.%t" --mn-nccl "$PF" --json
   local got
   got=$($PY -c 'import json,sys
 d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
 print(d["verdict"], d["exit_code"], len(d["nodes"]), len(d["pairs"]), d["allreduce"]["correct"], d["allreduce"]["ranks"],
-      sorted(n["verdict"] for n in d["nodes"]))' "$OUT/last" 2>&1)
+      sorted(n["verdict"] for n in d["nodes"]))' "$OUT/json.0" 2>&1)
   [ $RC -eq 0 ] && [ "$got" = "PASS 0 3 3 True 3 ['ok', 'ok', 'ok']" ] || { fail "$name" "got: $got"; return; }
   pass "$name"
 }
@@ -100,11 +102,11 @@ t_setup_fails() {
     [ "$(count '^problem:')" = 1 ] && has '^problem: node1: rank 1: set-up failed on purpose' &&
     [ $t -lt 10000 ] || { fail "$name" "rc=$RC, ${t} ms from srun to exit"; return; }
   # The same in JSON: the verdicts, the culprit alone in problems.
-  run srun -N3 -n3 --mn-nccl bash -c "MN_PREFLIGHT_FAIL_SETUP=1 exec $PF --timeout 30 --json"
+  run srun -N3 -n3 -o "$OUT/json.%t" -e "$OUT/err.%t" --mn-nccl bash -c "MN_PREFLIGHT_FAIL_SETUP=1 exec $PF --timeout 30 --json"
   local got
   got=$($PY -c 'import json,sys
 d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
-print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"]))' "$OUT/last" 2>&1)
+print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"]))' "$OUT/json.0" 2>&1)
   [ $RC -eq 1 ] && [ "$got" = "1 [('node0', 'waited on node1', ['node1']), ('node1', 'rank 1: set-up failed on purpos', []), ('node2', 'waited on node1', ['node1'])] 1" ] ||
     { fail "$name" "json: $got"; return; }
   pass "$name (${t} ms from srun to exit)"
