@@ -28,16 +28,21 @@ t_pass() {
   pass "$name"
 }
 
+# rank0_json EXPRS: prints EXPRS (Python, over d) of the verdict object rank 0
+# wrote to $OUT/json.0. Run the step with srun -o "$OUT/json.%t": srun
+# forwards a long line in pieces, and another task's output may land between
+# them on a shared stdout.
+rank0_json() {
+  $PY -c 'import json,sys
+d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
+print('"$1"')' "$OUT/json.0" 2>&1
+}
+
 t_json() {
   local name="--json: one object with verdict, nodes, allreduce and pairs"
-  # Rank 0's stdout alone: srun forwards a long line in pieces, and another
-  # task's output may land between them.
   run srun -N3 -n3 -o "$OUT/json.%t" -e "$OUT/err.%t" --mn-nccl "$PF" --json
   local got
-  got=$($PY -c 'import json,sys
-d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
-print(d["verdict"], d["exit_code"], len(d["nodes"]), len(d["pairs"]), d["allreduce"]["correct"], d["allreduce"]["ranks"],
-      sorted(n["verdict"] for n in d["nodes"]))' "$OUT/json.0" 2>&1)
+  got=$(rank0_json 'd["verdict"], d["exit_code"], len(d["nodes"]), len(d["pairs"]), d["allreduce"]["correct"], d["allreduce"]["ranks"], sorted(n["verdict"] for n in d["nodes"])')
   [ $RC -eq 0 ] && [ "$got" = "PASS 0 3 3 True 3 ['ok', 'ok', 'ok']" ] || { fail "$name" "got: $got"; return; }
   pass "$name"
 }
@@ -104,9 +109,7 @@ t_setup_fails() {
   # The same in JSON: the verdicts, the culprit alone in problems.
   run srun -N3 -n3 -o "$OUT/json.%t" -e "$OUT/err.%t" --mn-nccl bash -c "MN_PREFLIGHT_FAIL_SETUP=1 exec $PF --timeout 30 --json"
   local got
-  got=$($PY -c 'import json,sys
-d=json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][0])
-print(d["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"]))' "$OUT/json.0" 2>&1)
+  got=$(rank0_json 'd["exit_code"], [(n["host"], n["verdict"][:31], n["waited_on"]) for n in d["nodes"]], len(d["problems"])')
   [ $RC -eq 1 ] && [ "$got" = "1 [('node0', 'waited on node1', ['node1']), ('node1', 'rank 1: set-up failed on purpos', []), ('node2', 'waited on node1', ['node1'])] 1" ] ||
     { fail "$name" "json: $got"; return; }
   pass "$name (${t} ms from srun to exit)"
