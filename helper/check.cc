@@ -1,7 +1,7 @@
 // mn-preflight's check, phase by phase (helper/check/*.cc: rendezvous,
 // readiness, collective, pairs, verdict; helper/check/step.h holds the
 // state they share and each phase's budget), and the prolog check.
-#include "check.h"
+#include "helper/check.h"
 
 #include <cstdio>
 #include <fstream>
@@ -9,10 +9,10 @@
 
 #include "helper/check/step.h"
 #include "helper/gpu.h"
-#include "lib/fabric.h"
-#include "lib/json.h"
-#include "lib/step_plan.h"
-#include "lib/verbs.h"
+#include "lib/fabric/fabric.h"
+#include "lib/util/json.h"
+#include "lib/plan/step_plan.h"
+#include "lib/fabric/verbs.h"
 
 namespace mn {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "lib/config.h"
+#include "lib/plan/config.h"
 
 namespace mn {
 

@@ -1,9 +1,9 @@
-#include "discover.h"
+#include "helper/discover.h"
 
 #include <cstdio>
 
-#include "lib/json.h"
-#include "lib/text.h"
+#include "lib/util/json.h"
+#include "lib/util/text.h"
 
 namespace mn {
 

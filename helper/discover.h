@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "lib/fabric.h"
-#include "lib/topology.h"
+#include "lib/fabric/fabric.h"
+#include "lib/fabric/topology.h"
 
 namespace mn {
 

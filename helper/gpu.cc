@@ -1,7 +1,8 @@
-#include "gpu.h"
+#include "helper/gpu.h"
 
-#include "config.h"
-#include "lib/preflight.h"
+#include "build_config.h"
+#include "lib/check/preflight.h"
+#include "lib/util/text.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -374,10 +375,6 @@ bool untrack(ncclComm_t c) {
     if (it == v.end()) return false;
     v.erase(it);
     return true;
-}
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Failure {

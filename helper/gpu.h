@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/gpu_health.h"
+#include "lib/check/gpu_health.h"
 
 namespace mn::gpu {
 

@@ -12,9 +12,9 @@
 #include <cstring>
 #include <string>
 
-#include "lib/exclude_list.h"
-#include "lib/hostlist.h"
-#include "lib/preflight.h"
+#include "lib/check/exclude_list.h"
+#include "lib/plan/hostlist.h"
+#include "lib/check/preflight.h"
 
 extern char** environ;
 

@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "build_config.h"
 #include "helper/check.h"
 #include "helper/discover.h"
 #include "helper/inline_exec.h"
-#include "lib/step_plan.h"
-#include "lib/verbs.h"
+#include "lib/plan/step_plan.h"
+#include "lib/fabric/verbs.h"
+#include "lib/util/text.h"
 
 namespace {
 
@@ -55,11 +56,6 @@ const char kUsage[] =
 int usage_error(const std::string& msg) {
     std::fprintf(stderr, "mn-preflight: %s\n%s", msg.c_str(), kUsage);
     return 2;
-}
-
-std::string host_name() {
-    char buf[256] = {0};
-    return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
 }
 
 // "64M" -> 67108864; 0 when not a size.
@@ -206,7 +202,7 @@ int discover(const std::vector<std::string>& args) {
         }
     }
     const mn::EnvLookup env = mn::process_env();
-    r.host = host_name();
+    r.host = mn::host_name();
     r.sysfs_root = !root.empty() ? root : mn::sysfs_root(env, mn::SiteConfig{});
     auto choice = mn::choose_fabric(mn::discover_ports(r.sysfs_root), r.mode);
     if (!choice) {
@@ -239,8 +235,14 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!args.empty() && args[0] == "--version") {
-            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1, libnccl.so.2, libnvidia-ml.so.1 loaded at run time)\n",
-                        PACKAGE_VERSION, MN_SLURM_SERIES);
+            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1, libnccl.so.2, libnvidia-ml.so.1 loaded at run time)%s\n",
+                        PACKAGE_VERSION, MN_SLURM_SERIES,
+#ifdef MN_TEST_HOOKS
+                        "; test hooks built in (MN_PREFLIGHT_FAIL_SETUP, MN_PREFLIGHT_EXIT_IN_COLLECTIVE)"
+#else
+                        ""
+#endif
+            );
             return 0;
         }
         if (!args.empty() && args[0] == "discover") return discover({args.begin() + 1, args.end()});

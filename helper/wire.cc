@@ -1,6 +1,6 @@
-#include "wire.h"
+#include "helper/wire.h"
 
-#include "lib/text.h"
+#include "lib/util/text.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

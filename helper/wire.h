@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "lib/outcome.h"
+#include "lib/util/outcome.h"
 
 namespace mn::wire {
 

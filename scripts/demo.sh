@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts the local 3-node
-# Slurm, submits scripts/example-job.sbatch (mn-preflight's check of the
+# Slurm, submits scripts/jobs/example-job.sbatch (mn-preflight's check of the
 # nodes, a real `srun --mn-nccl=auto` PyTorch all-reduce, then the same
 # through torchrun), shows its output and stops the cluster.
 set -euo pipefail
@@ -11,16 +11,16 @@ bash scripts/build.sh
 # One local cluster at a time on a machine (fixed bridge and addresses).
 exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
 flock 9
-trap 'bash "$top/scripts/local-cluster.sh" stop >/dev/null 2>&1' EXIT
-bash scripts/local-cluster.sh plugstack optional default=off
-bash scripts/local-cluster.sh start
+trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
+bash scripts/cluster/local-cluster.sh plugstack optional default=off
+bash scripts/cluster/local-cluster.sh start
 export SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf
 # Workarounds for Debian's torch builds (not the plugin's business).
-source "scripts/debian-torch.sh"
+source "scripts/torch/debian-torch.sh"
 out=$(mktemp /tmp/mn-demo.XXXXXX)
-echo "== sbatch scripts/example-job.sbatch"
+echo "== sbatch scripts/jobs/example-job.sbatch"
 rc=0
-MN_PREFLIGHT=$top/helper/mn-preflight MN_NCCL_DEMO_SCRIPT=$top/scripts/allreduce.py sbatch --wait -o "$out" scripts/example-job.sbatch || rc=$?
+MN_PREFLIGHT=$top/helper/mn-preflight MN_NCCL_DEMO_SCRIPT=$top/scripts/torch/allreduce.py sbatch --wait -o "$out" scripts/jobs/example-job.sbatch || rc=$?
 sed -e '/^\*\*\*\*/d' -e '/OMP_NUM_THREADS/d' -e '/^WARNING:torch.distributed.run:$/d' "$out"
 ok=$(grep -c 'ALLREDUCE .* ok=1' "$out" || true)
 preflight=$(grep -c '^PASS' "$out" || true)

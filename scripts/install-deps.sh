@@ -10,7 +10,7 @@ pkgs=(
   iproute2 util-linux procps
   python3-torch
   debhelper dpkg-dev fakeroot rpm
-  clang libclang-rt-dev libssl-dev  # scripts/fuzz.sh (libFuzzer), fuzz_handshake (OpenSSL)
+  clang libclang-rt-dev libssl-dev  # scripts/test/fuzz.sh (libFuzzer), fuzz_handshake (OpenSSL)
 )
 
 missing=()

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../lib/emulated_slurm.h"
-#include "plugin_state.h"
+#include "lib/plan/emulated_slurm.h"
+#include "spank/plugin_state.h"
 
 namespace mn::spank {
 

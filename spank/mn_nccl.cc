@@ -6,7 +6,8 @@
 #include <exception>
 #include <string>
 
-#include "plugin_state.h"
+#include "lib/util/text.h"
+#include "spank/plugin_state.h"
 
 extern "C" {
 // Declared extern so that SPANK_PLUGIN's constants keep external linkage
@@ -34,11 +35,7 @@ PluginState& state() {
 }
 
 const std::string& hostname() {
-    static const std::string name = [] {
-        char buf[256] = {0};
-        if (gethostname(buf, sizeof buf - 1) != 0) return std::string("?");
-        return std::string(buf);
-    }();
+    static const std::string name = mn::host_name();
     return name;
 }
 

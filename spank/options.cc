@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin_state.h"
+#include "spank/plugin_state.h"
 
 namespace mn::spank {
 namespace {

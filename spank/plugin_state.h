@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "../lib/config.h"
-#include "../lib/preflight_request.h"
-#include "../lib/step_plan.h"
-#include "spank_api.h"
+#include "lib/plan/config.h"
+#include "lib/check/preflight_request.h"
+#include "lib/plan/step_plan.h"
+#include "spank/spank_api.h"
 
 namespace mn::spank {
 

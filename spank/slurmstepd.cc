@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
-#include "lib/topology.h"
-#include "lib/verbs.h"
-#include "plugin_state.h"
+#include "build_config.h"
+#include "lib/fabric/topology.h"
+#include "lib/fabric/verbs.h"
+#include "spank/plugin_state.h"
 
 namespace mn::spank {
 namespace {

@@ -1,6 +1,8 @@
-// spank.h for C++: its hooks are declared outside its own extern "C", and
-// SPANK_PLUGIN's arrays would get internal linkage in C++ without the
-// extern declarations below (see shared/notes/spank.md).
+// spank.h for C++. spank.h declares the slurm_spank_* hooks outside its own
+// extern "C", so they are defined extern "C" in spank/mn_nccl.cc; and
+// SPANK_PLUGIN's const arrays (plugin_name, plugin_type, plugin_version)
+// would get internal linkage in C++, so mn_nccl.cc declares them extern
+// first: Slurm's loader finds them with dlsym.
 #pragma once
 
 extern "C" {

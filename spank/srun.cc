@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "../lib/sha256.h"
+#include "lib/util/sha256.h"
 
-#include "plugin_state.h"
+#include "spank/plugin_state.h"
 
 namespace mn::spank {
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "helper/check/step.h"
-#include "lib/sha256.h"
-#include "lib/text.h"
+#include "lib/util/sha256.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
 namespace {

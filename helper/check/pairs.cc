@@ -11,7 +11,7 @@
 #include <map>
 
 #include "helper/check/step.h"
-#include "lib/text.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
 namespace {

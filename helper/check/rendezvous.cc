@@ -15,13 +15,13 @@
 #include <set>
 
 #include "helper/check/step.h"
-#include "lib/fabric.h"
-#include "lib/hostlist.h"
-#include "lib/netprobe.h"
-#include "lib/sha256.h"
-#include "lib/step_plan.h"
-#include "lib/text.h"
-#include "lib/verbs.h"
+#include "lib/fabric/fabric.h"
+#include "lib/plan/hostlist.h"
+#include "lib/plan/netprobe.h"
+#include "lib/util/sha256.h"
+#include "lib/plan/step_plan.h"
+#include "lib/util/text.h"
+#include "lib/fabric/verbs.h"
 
 namespace mn::check {
 namespace {

@@ -1,5 +1,7 @@
 #include "helper/check/step.h"
 
+#include "build_config.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,23 +13,14 @@
 #include <mutex>
 #include <thread>
 
-#include "lib/json.h"
-#include "lib/text.h"
+#include "lib/util/json.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string env_or(const char* name, const std::string& dflt) {
     const char* v = std::getenv(name);
     return v && *v ? v : dflt;
-}
-
-std::string host_name() {
-    char buf[256] = {0};
-    return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
 }
 
 Budgets Budgets::of(double t) {
@@ -68,17 +61,21 @@ void Step::note(uint32_t rank, RankState s, const std::string& error) {
     evidence[rank].error = error;
 }
 
-bool setup_fails_on_purpose(uint32_t rank) {
-    for (const std::string& r : split_list(env_or("MN_PREFLIGHT_FAIL_SETUP")))
+namespace {
+// Only a build configured with --enable-test-hooks reads these variables.
+bool hook_names_rank(const char* var, uint32_t rank) {
+#ifdef MN_TEST_HOOKS
+    for (const std::string& r : split_list(env_or(var)))
         if (r == std::to_string(rank)) return true;
+#else
+    (void)var, (void)rank;
+#endif
     return false;
 }
+}  // namespace
 
-bool exits_on_purpose(uint32_t rank) {
-    for (const std::string& r : split_list(env_or("MN_PREFLIGHT_EXIT_IN_COLLECTIVE")))
-        if (r == std::to_string(rank)) return true;
-    return false;
-}
+bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
+bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
 
 std::vector<double> split_numbers(const std::string& csv) {
     std::vector<double> out;

@@ -22,9 +22,10 @@
 #include "helper/check.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
-#include "lib/blame.h"
-#include "lib/gpu_health.h"
-#include "lib/preflight.h"
+#include "lib/check/blame.h"
+#include "lib/check/gpu_health.h"
+#include "lib/check/preflight.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
 
@@ -32,9 +33,7 @@ using wire::Deadline;
 using wire::Fd;
 using wire::Fields;
 
-double now_s();
 std::string env_or(const char* name, const std::string& dflt = "");
-std::string host_name();
 
 // What this process is, from Slurm's and the plugin's variables.
 struct Self {
@@ -145,6 +144,8 @@ void start_watchdog(double seconds, const Self& self, bool json);
 void mark_done();
 void progress(const Self& self, const std::string& line);
 
+// Test hooks, obeyed only by a build configured with --enable-test-hooks
+// (scripts/build.sh; never the packages).
 // The test hook MN_PREFLIGHT_FAIL_SETUP=RANK[,RANK]: those ranks' set-up
 // fails on purpose, so the failure path can be shown without a broken GPU.
 bool setup_fails_on_purpose(uint32_t rank);

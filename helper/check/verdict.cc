@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "helper/check/step.h"
-#include "lib/text.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
 

@@ -11,9 +11,9 @@
 #include <functional>
 #include <vector>
 
-#include "lib/fabric.h"
-#include "lib/topology.h"
-#include "lib/verbs.h"
+#include "lib/fabric/fabric.h"
+#include "lib/fabric/topology.h"
+#include "lib/fabric/verbs.h"
 
 namespace {
 

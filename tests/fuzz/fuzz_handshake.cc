@@ -13,9 +13,9 @@
 
 #include <cstring>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 #include "helper/wire.h"
-#include "lib/sha256.h"
+#include "lib/util/sha256.h"
 
 namespace {
 

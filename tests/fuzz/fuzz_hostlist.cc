@@ -2,8 +2,8 @@
 // names; those names, compressed again into ranges, expand to the same list.
 #include <cctype>
 
-#include "fuzz.h"
-#include "lib/hostlist.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/plan/hostlist.h"
 
 namespace {
 

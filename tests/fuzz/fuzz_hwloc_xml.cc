@@ -9,9 +9,9 @@
 #include <cctype>
 #include <fstream>
 
-#include "fuzz.h"
-#include "lib/locality.h"
-#include "lib/topology.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/fabric/locality.h"
+#include "lib/fabric/topology.h"
 
 namespace {
 

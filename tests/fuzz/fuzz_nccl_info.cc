@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "fuzz.h"
-#include "lib/preflight.h"
-#include "lib/text.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/check/preflight.h"
+#include "lib/util/text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (size > 16384) return 0;

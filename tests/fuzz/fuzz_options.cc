@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "fuzz.h"
-#include "lib/config.h"
-#include "lib/step_layout.h"
-#include "lib/step_plan.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/plan/config.h"
+#include "lib/plan/step_layout.h"
+#include "lib/plan/step_plan.h"
 
 namespace {
 

@@ -10,10 +10,10 @@
 #include <map>
 #include <set>
 
-#include "fuzz.h"
-#include "lib/hostlist.h"
-#include "lib/step_plan.h"
-#include "lib/text.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/plan/hostlist.h"
+#include "lib/plan/step_plan.h"
+#include "lib/util/text.h"
 
 namespace {
 

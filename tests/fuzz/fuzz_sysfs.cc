@@ -14,8 +14,8 @@
 #include <fstream>
 #include <set>
 
-#include "fuzz.h"
-#include "lib/fabric.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/fabric/fabric.h"
 
 namespace {
 

@@ -2,8 +2,8 @@
 // check_facts. What parses compresses back to Slurm's form and parses to the
 // same counts; check_facts accepts facts built from it and names the bad one
 // when a count is off.
-#include "fuzz.h"
-#include "lib/step_layout.h"
+#include "tests/fuzz/fuzz.h"
+#include "lib/plan/step_layout.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 #include "helper/wire.h"
 
 using mn::wire::Fields;

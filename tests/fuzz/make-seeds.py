@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of tests/fuzz (real examples of each input), named
-seed-*, next to the finds that scripts/fuzz.sh --long merges in.
+seed-*, next to the finds that scripts/test/fuzz.sh --long merges in.
    tests/fuzz/make-seeds.py            (run from anywhere)"""
 import hashlib, hmac, os, struct, subprocess, sys, tempfile
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz.h"
+#include "tests/fuzz/fuzz.h"
 
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) __attribute__((weak));
 

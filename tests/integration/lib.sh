@@ -1,4 +1,4 @@
-# Shared by the integration tests: a real Slurm from scripts/local-cluster.sh.
+# Shared by the integration tests: a real Slurm from scripts/cluster/local-cluster.sh.
 # Each check prints "ok - NAME" or "not ok - NAME" with what was seen.
 set -u
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -6,9 +6,9 @@ TOP=$(cd "$HERE/../.." && pwd)
 CLUSTER_DIR=${MN_CLUSTER_DIR:-/tmp/mn-cluster}
 export SLURM_CONF=$CLUSTER_DIR/slurm.conf
 PY=/usr/bin/python3          # Debian's python3 has python3-torch
-ALLREDUCE=$TOP/scripts/allreduce.py
+ALLREDUCE=$TOP/scripts/torch/allreduce.py
 # Workarounds for Debian's torch builds (not the plugin's business).
-source "$TOP/scripts/debian-torch.sh"
+source "$TOP/scripts/torch/debian-torch.sh"
 PASSED=0
 FAILED=0
 OUT=$(mktemp -d /tmp/mn-it.XXXXXX)
@@ -34,7 +34,7 @@ lines() { grep -E "$1" "$OUT/last" || true; }
 count() { grep -cE "$1" "$OUT/last" || true; }
 has() { grep -qE -- "$1" "$OUT/last"; }
 
-plugstack() { bash "$TOP/scripts/local-cluster.sh" plugstack "$@" >/dev/null; }
+plugstack() { bash "$TOP/scripts/cluster/local-cluster.sh" plugstack "$@" >/dev/null; }
 
 # Prints KEY=VALUE of the distributed variables, one task per line.
 ENV_DUMP='echo "TASK host=$(hostname) RANK=${RANK-} LOCAL_RANK=${LOCAL_RANK-} WORLD_SIZE=${WORLD_SIZE-} LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-} NODE_RANK=${NODE_RANK-} NNODES=${NNODES-} MASTER_ADDR=${MASTER_ADDR-} MASTER_PORT=${MASTER_PORT-} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME-} GLOO_SOCKET_IFNAME=${GLOO_SOCKET_IFNAME-} PET_NNODES=${PET_NNODES-} PET_NPROC_PER_NODE=${PET_NPROC_PER_NODE-} PET_NODE_RANK=${PET_NODE_RANK-} PET_MASTER_ADDR=${PET_MASTER_ADDR-} PET_MASTER_PORT=${PET_MASTER_PORT-} PET_RDZV_ID=${PET_RDZV_ID-} GPUS_PER_NODE=${GPUS_PER_NODE-} NPROC_PER_NODE=${NPROC_PER_NODE-} NCCL_IB_DISABLE=${NCCL_IB_DISABLE-} NCCL_IB_HCA=${NCCL_IB_HCA-} NCCL_IB_GID_INDEX=${NCCL_IB_GID_INDEX-} CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-} NCCL_HOSTID=${NCCL_HOSTID-} JOB=${SLURM_JOB_ID-}.${SLURM_STEP_ID-}"'
@@ -46,7 +46,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 distinct() { lines '^TASK ' | while read -r l; do field "$1" "$l"; done | sort -u; }
 
 if ! timeout 20 sinfo -h >/dev/null 2>&1; then
-  echo "not ok - the local cluster answers no sinfo (SLURM_CONF=$SLURM_CONF): start it with scripts/local-cluster.sh start"
+  echo "not ok - the local cluster answers no sinfo (SLURM_CONF=$SLURM_CONF): start it with scripts/cluster/local-cluster.sh start"
   echo "integration: 0 passed, 1 failed"
   exit 1
 fi

@@ -192,11 +192,11 @@ t_inline_needs_mn_nccl() {
 
 t_inline_retry_script() {
   [ $inline = 1 ] || return 0
-  local name="scripts/retry-job.sbatch: node1 slowed, the check fails, the retry runs on node0 and node2 of the same allocation"
+  local name="scripts/jobs/retry-job.sbatch: node1 slowed, the check fails, the retry runs on node0 and node2 of the same allocation"
   local log=$OUT/retry.log
   slow_node1
   MN_RETRY_PROGRAM='echo PROGRAM on $(hostname)' MN_RETRY_DIR=$OUT \
-    run sbatch --wait -N3 -o "$log" "$TOP/scripts/retry-job.sbatch"
+    run sbatch --wait -N3 -o "$log" "$TOP/scripts/jobs/retry-job.sbatch"
   slow_off
   cp "$log" "$OUT/last" 2>/dev/null
   [ $RC -eq 0 ] && has "retrying without node1 on 2 nodes" && [ "$(count '^PROGRAM on node[02]$')" = 2 ] && ! has '^PROGRAM on node1' ||

@@ -15,7 +15,7 @@ PROBE=$OUT/spank_fail_probe.so
 cc -shared -fPIC -o "$PROBE" "$HERE/spank_fail_probe.c" 2>"$OUT/cc.log" ||
   { echo "not ok - spank_fail_probe.c does not build"; cat "$OUT/cc.log"; exit 1; }
 
-probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/local-cluster.sh" plugstack required "$@" >/dev/null; }
+probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/cluster/local-cluster.sh" plugstack required "$@" >/dev/null; }
 node_state() { sinfo -h -n node0 -o '%T' 2>/dev/null; }
 
 # observe HOOK CONTEXT [MODE]: "rc=N ran=yes|no state=STATE"

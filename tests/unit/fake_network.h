@@ -3,7 +3,7 @@
 
 #include <map>
 
-#include "lib/step_plan.h"
+#include "lib/plan/step_plan.h"
 
 struct FakeNetwork : mn::NetworkView {
     std::map<std::string, std::vector<mn::Ipv4>> names;

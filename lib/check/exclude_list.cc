@@ -1,0 +1,112 @@
+#include "lib/check/exclude_list.h"
+
+#include <cctype>
+#include <map>
+
+namespace mn {
+namespace {
+
+// The step host a verdict row's label stands for; "" when none.
+std::string host_of(const std::string& label, const std::vector<std::string>& hosts) {
+    for (const auto& h : hosts)
+        if (label == h) return h;
+    const std::size_t emu = label.rfind("-emu");
+    if (emu == std::string::npos || emu + 4 >= label.size()) return "";
+    for (std::size_t i = emu + 4; i < label.size(); ++i)
+        if (!std::isdigit(static_cast<unsigned char>(label[i]))) return "";
+    const std::string base = label.substr(0, emu);
+    for (const auto& h : hosts)
+        if (base == h) return h;
+    return "";
+}
+
+bool healthy(std::string verdict) {
+    while (!verdict.empty() && std::isspace(static_cast<unsigned char>(verdict.back()))) verdict.pop_back();
+    return verdict == "ok" || verdict.rfind("waited on ", 0) == 0;
+}
+
+// The JSON string starting at s[i] == '"'; i ends past its closing quote.
+std::string json_text(const std::string& s, std::size_t& i) {
+    std::string out;
+    for (++i; i < s.size() && s[i] != '"'; ++i) {
+        if (s[i] == '\\' && i + 1 < s.size()) {
+            const char c = s[++i];
+            out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        } else {
+            out += s[i];
+        }
+    }
+    ++i;
+    return out;
+}
+
+// label -> healthy, from the "nodes" array of mn-preflight --json.
+void json_rows(const std::string& out, std::vector<std::pair<std::string, bool>>& rows) {
+    std::size_t at = out.find("\"nodes\":[");
+    if (at == std::string::npos) return;
+    const std::size_t end = out.find("],\"allreduce\"", at);
+    std::string host;
+    for (std::size_t i = at; i < out.size() && (end == std::string::npos || i < end);) {
+        if (out.compare(i, 8, "\"host\":\"") == 0) {
+            i += 7;
+            host = json_text(out, i);
+        } else if (out.compare(i, 11, "\"verdict\":\"") == 0) {
+            i += 10;
+            rows.push_back({host, healthy(json_text(out, i))});
+        } else {
+            ++i;
+        }
+    }
+}
+
+// Table rows: "HOST  RANKS GPUS FABRIC  PAIR-BUSBW  VERDICT", the verdict
+// ending the line.
+void table_rows(const std::string& out, const std::vector<std::string>& hosts,
+                std::vector<std::pair<std::string, bool>>& rows) {
+    std::size_t pos = 0;
+    bool in_table = false;
+    while (pos < out.size()) {
+        std::size_t nl = out.find('\n', pos);
+        const std::string line = out.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        pos = nl == std::string::npos ? out.size() : nl + 1;
+        if (line.rfind("host ", 0) == 0 && line.find(" verdict") != std::string::npos) {
+            in_table = true;
+            continue;
+        }
+        if (!in_table) continue;
+        const std::string label = line.substr(0, line.find(' '));
+        if (host_of(label, hosts).empty()) {
+            in_table = false;  // the rows end where the summary lines start
+            continue;
+        }
+        // Both healthy verdicts are whole words after the last column.
+        std::string rest = line;
+        while (!rest.empty() && rest.back() == ' ') rest.pop_back();
+        const bool ok = (rest.size() > 3 && rest.compare(rest.size() - 3, 3, " ok") == 0) ||
+                        rest.find(" waited on ") != std::string::npos;
+        rows.push_back({label, ok});
+    }
+}
+
+}  // namespace
+
+ExcludeList nodes_to_exclude(const std::string& check_output, const std::vector<std::string>& step_hosts) {
+    std::vector<std::pair<std::string, bool>> rows;
+    json_rows(check_output, rows);
+    if (rows.empty()) table_rows(check_output, step_hosts, rows);
+    ExcludeList r;
+    std::map<std::string, bool> bad, seen;
+    for (const auto& [label, ok] : rows) {
+        const std::string h = host_of(label, step_hosts);
+        if (h.empty()) continue;
+        seen[h] = true;
+        if (!ok) bad[h] = true;
+    }
+    r.known = !seen.empty();
+    if (!r.known) return r;
+    for (const auto& h : step_hosts)
+        if (bad.count(h) || !seen.count(h)) r.nodes.push_back(h);
+    return r;
+}
+
+}  // namespace mn

@@ -1,0 +1,354 @@
+#include "lib/check/preflight.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "lib/util/json.h"
+#include "lib/util/text.h"
+
+namespace mn {
+namespace {
+
+// Bandwidths keep three significant digits when small: 0.0123, not 0.01.
+std::string bw(double gbps) { return gbps >= 10 || gbps == 0 ? num(gbps, 1) : num(gbps, gbps >= 1 ? 2 : 4); }
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+double allreduce_busbw(double algbw, uint32_t nranks) {
+    return nranks == 0 ? 0 : algbw * 2.0 * (nranks - 1) / nranks;
+}
+
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> pair_rounds(uint32_t nnodes) {
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;
+    if (nnodes < 2) return rounds;
+    if (nnodes <= kAllPairsMax) {
+        // Circle method: fix slot 0, rotate the rest; an odd count gets a
+        // bye (the slot numbered nnodes).
+        const uint32_t m = nnodes % 2 ? nnodes + 1 : nnodes;
+        std::vector<uint32_t> slot(m);
+        for (uint32_t i = 0; i < m; ++i) slot[i] = i;
+        for (uint32_t r = 0; r + 1 < m; ++r) {
+            std::vector<std::pair<uint32_t, uint32_t>> round;
+            for (uint32_t i = 0; i < m / 2; ++i) {
+                uint32_t a = slot[i], b = slot[m - 1 - i];
+                if (a >= nnodes || b >= nnodes) continue;
+                round.push_back({std::min(a, b), std::max(a, b)});
+            }
+            rounds.push_back(round);
+            std::rotate(slot.begin() + 1, slot.end() - 1, slot.end());
+        }
+        return rounds;
+    }
+    // Ring neighbours (i, i+1): even i, odd i, and the closing edge when
+    // nnodes is odd.
+    rounds.resize(nnodes % 2 ? 3 : 2);
+    for (uint32_t i = 0; i < nnodes; ++i) {
+        const uint32_t j = (i + 1) % nnodes;
+        const std::size_t r = (nnodes % 2 && i == nnodes - 1) ? 2 : i % 2;
+        rounds[r].push_back({std::min(i, j), std::max(i, j)});
+    }
+    return rounds;
+}
+
+std::string FabricSignature::summary() const {
+    if (fabric == "socket") return "socket" + (mtu ? " mtu " + std::to_string(mtu) : std::string());
+    std::size_t n = hcas.empty() ? 0 : 1 + std::count(hcas.begin(), hcas.end(), ',');
+    return fabric + " " + std::to_string(n) + "x" + num(rate_gbps, -1) + "G" +
+           (mtu ? " mtu " + std::to_string(mtu) : std::string());
+}
+
+std::vector<std::pair<uint32_t, std::string>> inconsistent_nodes(const std::vector<NodeReport>& nodes) {
+    std::vector<std::pair<uint32_t, std::string>> out;
+    if (nodes.size() < 3) {
+        // Two nodes that differ: no majority, but still worth naming both.
+        if (nodes.size() == 2 && !(nodes[0].sig == nodes[1].sig))
+            for (const auto& n : nodes)
+                out.push_back({n.node, "fabric differs between the two nodes: " + nodes[0].host + " has " +
+                                           nodes[0].sig.summary() + ", " + nodes[1].host + " has " +
+                                           nodes[1].sig.summary()});
+        return out;
+    }
+    std::vector<std::pair<FabricSignature, int>> counts;
+    for (const auto& n : nodes) {
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == n.sig; });
+        if (it == counts.end()) counts.push_back({n.sig, 1});
+        else ++it->second;
+    }
+    auto major = std::max_element(counts.begin(), counts.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+    const FabricSignature& m = major->first;
+    for (const auto& n : nodes) {
+        if (n.sig == m) continue;
+        std::string what;
+        auto add = [&](const std::string& s) { what += (what.empty() ? "" : ", ") + s; };
+        if (n.sig.fabric != m.fabric) add("class " + n.sig.fabric + " (others " + m.fabric + ")");
+        if (n.sig.hcas != m.hcas) add("HCAs " + (n.sig.hcas.empty() ? "none" : n.sig.hcas) + " (others " +
+                                      (m.hcas.empty() ? "none" : m.hcas) + ")");
+        if (n.sig.rate_gbps != m.rate_gbps)
+            add("rate " + num(n.sig.rate_gbps, -1) + " Gb/s (others " + num(m.rate_gbps, -1) + ")");
+        if (n.sig.mtu != m.mtu) add("MTU " + std::to_string(n.sig.mtu) + " (others " + std::to_string(m.mtu) + ")");
+        out.push_back({n.node, "fabric differs from the majority: " + what});
+    }
+    return out;
+}
+
+std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairResult>& pairs, uint32_t nnodes,
+                                                         std::optional<double> floor) {
+    std::vector<std::pair<uint32_t, std::string>> out;
+    for (uint32_t x = 0; x < nnodes; ++x) {
+        std::vector<double> mine, others;
+        for (const auto& p : pairs) {
+            const double bw = p.error.empty() ? p.busbw_gbps : 0.0;
+            (p.a == x || p.b == x ? mine : others).push_back(bw);
+        }
+        if (mine.empty()) continue;
+        const double best = *std::max_element(mine.begin(), mine.end());
+        if (floor) {
+            if (best < *floor)
+                out.push_back({x, "every pair with it runs below --min-busbw " + num(*floor) + " GB/s (best " +
+                                      num(best) + " GB/s)"});
+            continue;
+        }
+        if (others.empty()) continue;
+        const double ref = median(others);
+        if (ref > 0 && best < 0.5 * ref)
+            out.push_back({x, "its pairs run at " + bw(best) + " GB/s at best, the others' median is " + bw(ref) +
+                                  " GB/s"});
+    }
+    return out;
+}
+
+std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPairResult>& pairs) {
+    std::vector<std::pair<uint32_t, std::string>> out;
+    for (const auto& p : pairs)
+        if (!p.error.empty()) out.push_back({p.node, "GPU pair " + p.gpu_a + " - " + p.gpu_b + " failed: " + p.error});
+    if (pairs.size() < 3) return out;
+    // Each GPU: its pairs against the median of the pairs it is not in.
+    std::map<std::pair<uint32_t, std::string>, std::vector<double>> mine;
+    for (const auto& p : pairs) {
+        const double bw = p.error.empty() ? p.busbw_gbps : 0.0;
+        mine[{p.node, p.gpu_a}].push_back(bw);
+        mine[{p.node, p.gpu_b}].push_back(bw);
+    }
+    std::set<std::pair<uint32_t, std::string>> slow;
+    for (const auto& [gpu, bws] : mine) {
+        std::vector<double> others;
+        for (const auto& p : pairs)
+            if (!(p.node == gpu.first && (p.gpu_a == gpu.second || p.gpu_b == gpu.second)))
+                others.push_back(p.error.empty() ? p.busbw_gbps : 0.0);
+        if (others.empty() || bws.size() < 2) continue;  // one pair: GPU and link cannot be told apart
+        const double best = *std::max_element(bws.begin(), bws.end()), ref = median(others);
+        if (ref > 0 && best < 0.5 * ref) {
+            slow.insert(gpu);
+            out.push_back({gpu.first, "slow GPU " + gpu.second + ": its pairs run at " + bw(best) +
+                                          " GB/s at best, the other GPU pairs' median is " + bw(ref) + " GB/s"});
+        }
+    }
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+        const auto& p = pairs[i];
+        if (!p.error.empty() || slow.count({p.node, p.gpu_a}) || slow.count({p.node, p.gpu_b})) continue;
+        std::vector<double> others;
+        for (std::size_t j = 0; j < pairs.size(); ++j)
+            if (j != i) others.push_back(pairs[j].error.empty() ? pairs[j].busbw_gbps : 0.0);
+        const double ref = median(others);
+        if (ref > 0 && p.busbw_gbps < 0.5 * ref)
+            out.push_back({p.node, "slow link between " + p.gpu_a + " and " + p.gpu_b + ": " + bw(p.busbw_gbps) +
+                                       " GB/s, the other GPU pairs' median is " + bw(ref) +
+                                       " GB/s (check nvidia-smi nvlink -s and topo -m)"});
+    }
+    return out;
+}
+
+void judge(PreflightReport& r) {
+    std::map<uint32_t, std::vector<std::string>> blame;
+    for (const auto& n : r.nodes)
+        for (const auto& p : n.problems) blame[n.node].push_back(p);
+    for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
+    for (const auto& [node, why] : slow_nodes(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw))
+        blame[node].push_back("slow: " + why);
+    for (const auto& [index, why] : slow_gpus(r.gpu_pairs))
+        if (index < r.nodes.size()) blame[r.nodes[index].node].push_back(why);
+    for (auto& n : r.nodes) {
+        // NCCL falling back to sockets on a node with RDMA is the classic
+        // silent 10x slowdown.
+        if (n.has_rdma() && n.inter_transport.find("Socket") != std::string::npos)
+            blame[n.node].push_back("has " + n.sig.summary() + " but NCCL used " + n.inter_transport +
+                                    " between nodes: check NCCL_IB_HCA, the verbs provider and 'ulimit -l'");
+        std::vector<double> bw;
+        for (const auto& p : r.pairs)
+            if ((p.a == n.node || p.b == n.node) && p.error.empty()) bw.push_back(p.busbw_gbps);
+        if (!bw.empty()) n.pair_busbw = median(bw);
+    }
+    r.problems.clear();
+    for (auto& n : r.nodes) {
+        const auto it = blame.find(n.node);
+        if (it == blame.end()) {
+            n.verdict = n.waited_on.empty() ? "ok" : "waited on " + join_list(n.waited_on);
+            continue;
+        }
+        n.verdict.clear();
+        for (const auto& w : it->second) {
+            n.verdict += (n.verdict.empty() ? "" : "; ") + w;
+            r.problems.push_back(n.host + ": " + w);
+        }
+    }
+    if (r.coll.ran && !r.coll.correct)
+        r.problems.push_back("the all-reduce result was wrong" + (r.coll.error.empty() ? "" : ": " + r.coll.error));
+    else if (!r.coll.ran && !r.coll.error.empty())
+        r.problems.push_back("the all-reduce did not complete: " + r.coll.error);
+    if (r.coll.ran && r.min_busbw && r.coll.busbw_gbps < *r.min_busbw)
+        r.problems.push_back("all-reduce busbw " + num(r.coll.busbw_gbps) + " GB/s is below --min-busbw " +
+                             num(*r.min_busbw) + " GB/s");
+    for (const auto& p : r.pairs)
+        if (!p.error.empty() && r.nodes.size() > p.b)
+            r.notes.push_back("pair " + r.nodes[p.a].host + "-" + r.nodes[p.b].host + ": " + p.error);
+    if (!r.timed_out.empty()) {
+        r.problems.insert(r.problems.begin(), "time-out: " + r.timed_out);
+        r.code = kTimeout;
+    } else {
+        r.code = r.problems.empty() ? kPass : kCheckFailed;
+    }
+}
+
+std::vector<std::string> nccl_transports(const std::string& log) {
+    std::vector<std::string> out;
+    for (const std::string& line : split_list(log, '\n')) {
+        const std::size_t via = line.find(" via ");
+        if (via == std::string::npos || line.find("Channel") == std::string::npos) continue;
+        const std::string t = line.substr(via + 5);
+        // Kind and name only: NET/IB/0/GDRDMA, P2P/CUMEM/read, SHM/direct/direct.
+        const std::size_t s1 = t.find('/');
+        const std::size_t s2 = s1 == std::string::npos ? s1 : t.find_first_of("/ ", s1 + 1);
+        std::string kind = t.substr(0, s2);
+        while (!kind.empty() && std::isspace(static_cast<unsigned char>(kind.back()))) kind.pop_back();
+        if (!kind.empty() && std::find(out.begin(), out.end(), kind) == out.end()) out.push_back(kind);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+void fill_pattern(std::vector<float>& v, uint32_t rank) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * (1 + i % 7));
+}
+
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks) {
+    const double s = double(nranks) * (nranks + 1) / 2;
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] != static_cast<float>(s * (1 + i % 7)))
+            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(s * (1 + i % 7), -1);
+    return "";
+}
+
+std::string rank_ranges(std::vector<uint32_t> ranks) {
+    std::sort(ranks.begin(), ranks.end());
+    std::string out;
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+        out += (out.empty() ? "" : ",") + std::to_string(ranks[i]) + (j > i ? "-" + std::to_string(ranks[j]) : "");
+        i = j + 1;
+    }
+    return out.empty() ? "-" : out;
+}
+
+std::string report_table(const PreflightReport& r) {
+    std::size_t hw = 4;
+    for (const auto& n : r.nodes) hw = std::max(hw, n.host.size());
+    std::string out = pad("host", hw) + pad("ranks", 7) + pad("GPUs", 4) + pad("fabric", 22) + pad("pair busbw", 11) +
+                      "verdict\n";
+    for (const auto& n : r.nodes)
+        out += pad(n.host, hw) + pad(rank_ranges(n.ranks), 7) + pad(std::to_string(n.gpus), 4) +
+               pad(n.sig.summary() + (n.sig.fabric == "socket" && !n.ifname.empty() ? " " + n.ifname : ""), 22) +
+               pad(n.pair_busbw ? bw(*n.pair_busbw) + " GB/s" : "-", 11) + n.verdict + "\n";
+    const CollectiveResult& c = r.coll;
+    if (c.ran) {
+        out += "all-reduce (" + c.path + "): " + std::to_string(c.nranks) + " ranks, " +
+               num(c.bytes / 1048576.0, -1) + " MiB x " + std::to_string(c.iters) + ", " +
+               num(c.seconds * 1e3, 3) + " ms, algbw " + bw(c.algbw_gbps) + " GB/s, busbw " +
+               bw(c.busbw_gbps) + " GB/s, result " + (c.correct ? "correct" : "WRONG");
+        if (c.init_seconds > 0) out += ", init " + num(c.init_seconds, 2) + " s";
+        out += "\n";
+        if (!c.inter_transport.empty() || !c.intra_transport.empty())
+            out += "transport: between nodes " + (c.inter_transport.empty() ? "-" : c.inter_transport) +
+                   ", inside nodes " + (c.intra_transport.empty() ? "-" : c.intra_transport) + "\n";
+    }
+    if (!r.gpu_pairs.empty()) {
+        std::vector<double> v;
+        const GpuPairResult* low = &r.gpu_pairs.front();
+        for (const auto& p : r.gpu_pairs) {
+            v.push_back(p.busbw_gbps);
+            if (p.busbw_gbps < low->busbw_gbps) low = &p;
+        }
+        out += "GPU pairs inside nodes: " + std::to_string(v.size()) + ", median busbw " + bw(median(v)) +
+               " GB/s, lowest " + bw(low->busbw_gbps) + " GB/s (" +
+               (r.nodes.size() > low->node ? r.nodes[low->node].host + " " : "") + low->gpu_a + " - " + low->gpu_b +
+               ")\n";
+    }
+    for (const auto& n : r.notes) out += "note: " + n + "\n";
+    for (const auto& p : r.problems) out += "problem: " + p + "\n";
+    out += std::string(r.code == kPass ? "PASS" : "FAIL") + " (" + num(r.elapsed, 1) + " s" +
+           (r.code == kTimeout ? ", time-out" : "") + ")\n";
+    return out;
+}
+
+std::string report_json(const PreflightReport& r) {
+    std::string out = "{\"verdict\":" + json_string(r.code == kPass ? "PASS" : "FAIL") +
+                      ",\"exit_code\":" + std::to_string(r.code) + ",\"elapsed_s\":" + num(r.elapsed, 3) +
+                      ",\"nodes\":[";
+    for (std::size_t i = 0; i < r.nodes.size(); ++i) {
+        const NodeReport& n = r.nodes[i];
+        std::string ranks;
+        for (auto k : n.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(k);
+        out += std::string(i ? "," : "") + "{\"host\":" + json_string(n.host) + ",\"node\":" + std::to_string(n.node) +
+               ",\"ranks\":[" + ranks + "],\"gpus\":" + std::to_string(n.gpus) +
+               ",\"fabric\":" + json_string(n.sig.fabric) + ",\"hcas\":" + json_string(n.sig.hcas) +
+               ",\"rate_gbps\":" + num(n.sig.rate_gbps, -1) + ",\"mtu\":" + std::to_string(n.sig.mtu) +
+               ",\"ifname\":" + json_string(n.ifname) +
+               ",\"pair_busbw_gbps\":" + (n.pair_busbw ? num(*n.pair_busbw, 4) : "null") +
+               ",\"inter_transport\":" + json_string(n.inter_transport) + ",\"verdict\":" + json_string(n.verdict) +
+               ",\"waited_on\":[" + [&] {
+                   std::string w;
+                   for (const auto& h : n.waited_on) w += (w.empty() ? "" : ",") + json_string(h);
+                   return w;
+               }() + "]}";
+    }
+    const CollectiveResult& c = r.coll;
+    out += "],\"allreduce\":{\"ran\":" + std::string(c.ran ? "true" : "false") + ",\"path\":" + json_string(c.path) +
+           ",\"ranks\":" + std::to_string(c.nranks) + ",\"bytes\":" + std::to_string(c.bytes) +
+           ",\"iters\":" + std::to_string(c.iters) + ",\"time_ms\":" + num(c.seconds * 1e3, 4) +
+           ",\"algbw_gbps\":" + num(c.algbw_gbps, 4) + ",\"busbw_gbps\":" + num(c.busbw_gbps, 4) +
+           ",\"init_s\":" + num(c.init_seconds, 4) + ",\"correct\":" + (c.correct ? "true" : "false") +
+           ",\"inter_transport\":" + json_string(c.inter_transport) +
+           ",\"intra_transport\":" + json_string(c.intra_transport) + ",\"error\":" + json_string(c.error) +
+           "},\"pairs\":[";
+    for (std::size_t i = 0; i < r.pairs.size(); ++i) {
+        const PairResult& p = r.pairs[i];
+        out += std::string(i ? "," : "") + "{\"a\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
+               ",\"b\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
+               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    }
+    out += "],\"gpu_pairs\":[";
+    for (std::size_t i = 0; i < r.gpu_pairs.size(); ++i) {
+        const GpuPairResult& p = r.gpu_pairs[i];
+        out += std::string(i ? "," : "") +
+               "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
+               ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +
+               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    }
+    out += "],\"problems\":[";
+    for (std::size_t i = 0; i < r.problems.size(); ++i) out += (i ? "," : "") + json_string(r.problems[i]);
+    out += "],\"timed_out\":" + json_string(r.timed_out) + "}\n";
+    return out;
+}
+
+}  // namespace mn

@@ -1,0 +1,290 @@
+#include "lib/fabric/topology.h"
+
+#include "build_config.h"  // the build's HAVE_HWLOC
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#ifdef HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+namespace mn {
+
+std::optional<std::string> topology_xml_for(const std::string& sysfs_root) {
+    if (sysfs_root.empty() || sysfs_root == "/sys") return std::string();
+    const std::string xml = sysfs_root + "/topology.xml";
+    struct stat st {};
+    if (stat(xml.c_str(), &st) == 0) return xml;
+    return std::nullopt;
+}
+
+#ifdef HAVE_HWLOC
+namespace {
+
+std::string busid(hwloc_obj_t o) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%01x", o->attr->pcidev.domain, o->attr->pcidev.bus,
+                  o->attr->pcidev.dev, o->attr->pcidev.func);
+    return buf;
+}
+
+// hwloc keeps whatever number an XML file gives for a bridge or OS device
+// type, and loading a number outside an enum's values is undefined: read
+// the bits as an int (found by fuzz_hwloc_xml with UBSan).
+template <typename E>
+int raw(const E& e) {
+    static_assert(sizeof(E) == sizeof(int), "hwloc's enums are ints");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
+bool is_gpu(hwloc_obj_t o) {
+    const unsigned cls = o->attr->pcidev.class_id;
+    // NVIDIA 3D or VGA controllers; AMD's accelerators (0x1200 / 0x0380).
+    if (o->attr->pcidev.vendor_id == 0x10de) return cls == 0x0302 || cls == 0x0300;
+    if (o->attr->pcidev.vendor_id == 0x1002) return cls == 0x0380 || cls == 0x1200;
+    return false;
+}
+
+PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
+    PciPlace p;
+    p.name = name;
+    p.busid = busid(o);
+    for (hwloc_obj_t a = o->parent; a && a->type == HWLOC_OBJ_BRIDGE; a = a->parent) {
+        // A host bridge has no PCI address of its own: its bus range names it.
+        const bool host = raw(a->attr->bridge.upstream_type) == HWLOC_OBJ_BRIDGE_HOST;
+        char buf[48];
+        if (host)
+            std::snprintf(buf, sizeof buf, "host:%04x:%02x", a->attr->bridge.downstream.pci.domain,
+                          a->attr->bridge.downstream.pci.secondary_bus);
+        else
+            std::snprintf(buf, sizeof buf, "pci:%s", busid(a).c_str());
+        p.bridges.insert(p.bridges.begin(), buf);
+    }
+    hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topo, o);
+    if (cpu_side && cpu_side->nodeset && hwloc_bitmap_weight(cpu_side->nodeset) == 1)
+        p.numa = hwloc_bitmap_first(cpu_side->nodeset);
+    if (hwloc_obj_t pkg = cpu_side ? hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, cpu_side) : nullptr)
+        p.package = static_cast<int>(pkg->logical_index);
+    else if (cpu_side && cpu_side->type == HWLOC_OBJ_PACKAGE)
+        p.package = static_cast<int>(cpu_side->logical_index);
+    return p;
+}
+
+Outcome<PciTopology> load_here(const std::string& xml_path) {
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0) return Problem{"hwloc could not start", "check that libhwloc is installed"};
+    struct Closer {
+        hwloc_topology_t t;
+        ~Closer() { hwloc_topology_destroy(t); }
+    } closer{topo};
+    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // OS devices (mlx5_N) and PCI devices are all we need: skip caches.
+    hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    // Depending on hwloc's XML backend (libxml2 or its own), a garbled file
+    // fails at set_xml or only at load: both are the same fault to the user.
+    const bool from_xml = !xml_path.empty();
+    if ((from_xml && hwloc_topology_set_xml(topo, xml_path.c_str()) != 0) || hwloc_topology_load(topo) != 0) {
+        if (from_xml)
+            return Problem{"hwloc cannot read the topology file " + xml_path,
+                           "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
+        return Problem{"hwloc could not load this node's topology", "run lstopo to see what hwloc reports on this node"};
+    }
+    PciTopology out;
+    for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, nullptr); o; o = hwloc_get_next_pcidev(topo, o)) {
+        if (is_gpu(o)) out.gpus.push_back(place(topo, o, ""));
+        for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
+            if (c->type == HWLOC_OBJ_OS_DEVICE && raw(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS && c->name)
+                out.hcas.push_back(place(topo, o, c->name));
+    }
+    // CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID), nvidia-smi and Slurm number GPUs by bus id.
+    std::sort(out.gpus.begin(), out.gpus.end(), [](const PciPlace& a, const PciPlace& b) { return a.busid < b.busid; });
+    for (std::size_t i = 0; i < out.gpus.size(); ++i) out.gpus[i].name = "GPU" + std::to_string(i);
+    std::sort(out.hcas.begin(), out.hcas.end(), [](const PciPlace& a, const PciPlace& b) {
+        return a.name.size() != b.name.size() ? a.name.size() < b.name.size() : a.name < b.name;
+    });
+    return out;
+}
+
+// A child hands its result to the parent: length-prefixed strings and ints.
+void put(std::string& out, const std::string& v) {
+    const uint32_t n = static_cast<uint32_t>(v.size());
+    out.append(reinterpret_cast<const char*>(&n), 4);
+    out += v;
+}
+void put(std::string& out, int v) { put(out, std::to_string(v)); }
+
+std::string encode(const PciTopology& t) {
+    std::string out;
+    for (const auto* list : {&t.gpus, &t.hcas}) {
+        put(out, static_cast<int>(list->size()));
+        for (const auto& p : *list) {
+            put(out, p.name);
+            put(out, p.busid);
+            put(out, p.numa);
+            put(out, p.package);
+            put(out, static_cast<int>(p.bridges.size()));
+            for (const auto& b : p.bridges) put(out, b);
+        }
+    }
+    return out;
+}
+
+struct Reader {
+    const std::string& in;
+    std::size_t at = 0;
+    bool ok = true;
+    std::string str() {
+        uint32_t n = 0;
+        if (!ok || in.size() - at < 4) return ok = false, "";
+        std::memcpy(&n, in.data() + at, 4);
+        at += 4;
+        if (in.size() - at < n) return ok = false, "";
+        at += n;
+        return in.substr(at - n, n);
+    }
+    int num() {
+        const std::string s = str();
+        char* end = nullptr;
+        const long v = std::strtol(s.c_str(), &end, 10);
+        if (s.empty() || *end || v < -1 || v > (1 << 20)) ok = false;
+        return ok ? static_cast<int>(v) : 0;
+    }
+};
+
+std::optional<PciTopology> decode(const std::string& in) {
+    Reader r{in};
+    PciTopology t;
+    for (auto* list : {&t.gpus, &t.hcas}) {
+        const int n = r.num();
+        for (int i = 0; r.ok && i < n; ++i) {
+            PciPlace p;
+            p.name = r.str();
+            p.busid = r.str();
+            p.numa = r.num();
+            p.package = r.num();
+            const int nb = r.num();
+            for (int b = 0; r.ok && b < nb; ++b) p.bridges.push_back(r.str());
+            list->push_back(std::move(p));
+        }
+    }
+    if (!r.ok || r.at != in.size()) return std::nullopt;
+    return t;
+}
+
+// hwloc's XML reader crashes on some malformed files (hwloc 2.9.0: the 21
+// bytes '<topologyversion="2.0' do, tests/fuzz/corpus/hwloc_xml/regress-*),
+// and the file can come from a tree the user names (MN_NCCL_SYSFS_ROOT): it
+// is read in a child, so a bad file costs the locality line, never
+// slurmstepd or mn-preflight.
+Outcome<PciTopology> load_in_child(const std::string& xml_path) {
+    const Problem unreadable{"hwloc cannot read the topology file " + xml_path,
+                             "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return Problem{"cannot start reading " + xml_path + ": " + std::strerror(errno), ""};
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return Problem{"cannot start reading " + xml_path + ": " + std::strerror(errno), ""};
+    }
+    if (pid == 0) {
+        // Die quietly on a fault or after 10 s: the parent reports it.
+        sigset_t all;
+        sigfillset(&all);
+        sigprocmask(SIG_UNBLOCK, &all, nullptr);
+        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM}) signal(sig, SIG_DFL);
+        const rlimit no_core{0, 0};  // and leave no core file in the step's directory
+        setrlimit(RLIMIT_CORE, &no_core);
+        alarm(10);
+        close(fds[0]);
+        auto t = load_here(xml_path);
+        const std::string out = t ? "T" + encode(*t) : "P";
+        for (std::size_t done = 0; done < out.size();) {
+            const ssize_t k = write(fds[1], out.data() + done, out.size() - done);
+            if (k <= 0) break;
+            done += static_cast<std::size_t>(k);
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string in;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    char buf[65536];
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        pollfd p{fds[0], POLLIN, 0};
+        const int ready = left.count() <= 0 ? 0 : poll(&p, 1, static_cast<int>(left.count()));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            kill(pid, SIGKILL);
+            in.clear();
+            break;
+        }
+        const ssize_t k = read(fds[0], buf, sizeof buf);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        in.append(buf, static_cast<std::size_t>(k));
+    }
+    close(fds[0]);
+    // The process may have a reaper of its own (slurmstepd): the pipe, not
+    // the exit status, says whether the child finished.
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (in.empty() || in[0] != 'T') return unreadable;
+    auto t = decode(in.substr(1));
+    if (!t) return unreadable;
+    return *t;
+}
+
+}  // namespace
+
+Outcome<PciTopology> load_pci_topology(const std::string& xml_path) {
+    return xml_path.empty() ? load_here(xml_path) : load_in_child(xml_path);
+}
+
+#else
+
+Outcome<PciTopology> load_pci_topology(const std::string&) {
+    return Problem{"built without hwloc, so GPU to HCA locality is unknown",
+                   "install hwloc's development files (Debian: libhwloc-dev) and rebuild"};
+}
+
+#endif
+
+LocalityReport gpu_locality(const std::string& sysfs_root, const FabricChoice& choice) {
+    LocalityReport r;
+    const auto xml = topology_xml_for(sysfs_root);
+    if (!xml) {
+        r.note = "unknown: " + sysfs_root + " has no topology.xml";
+        return r;
+    }
+    auto topo = load_pci_topology(*xml);
+    if (!topo) {
+        r.note = "unknown: " + topo.problem().text();
+        return r;
+    }
+    std::vector<std::string> chosen;
+    for (const auto& v : choice.ports)
+        if (v.chosen && std::find(chosen.begin(), chosen.end(), v.port.hca) == chosen.end())
+            chosen.push_back(v.port.hca);
+    r.known = true;
+    r.note = chosen.empty() ? "no HCA chosen; nearest of all HCAs" : "nearest chosen HCA";
+    r.gpus = nearest_hcas(*topo, chosen);
+    if (!chosen.empty()) r.warnings = locality_warnings(r.gpus);
+    return r;
+}
+
+}  // namespace mn

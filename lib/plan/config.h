@@ -1,0 +1,52 @@
+// The user's choices (--mn-nccl and friends) and the site's plugstack.conf
+// arguments, parsed once into plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/util/outcome.h"
+
+namespace mn {
+
+enum class Mode { Off, Auto, Ib, Roce, Socket };
+enum class LaunchMode { Detect, Task, Node };
+
+const char* to_string(Mode m);
+const char* to_string(LaunchMode m);
+
+// "auto" when the value is empty: `--mn-nccl` alone means auto.
+Outcome<Mode> parse_mode(const std::string& value, const std::string& source);
+Outcome<LaunchMode> parse_launch(const std::string& value, const std::string& source);
+Outcome<unsigned> parse_emulate_nodes(const std::string& value, const std::string& source);
+
+struct PortRange {
+    uint16_t lo = 20000;  // below Linux's default ephemeral range 32768-60999
+    uint16_t hi = 29999;
+    unsigned span() const { return unsigned(hi) - lo + 1; }
+};
+Outcome<PortRange> parse_port_range(const std::string& value);
+// A MASTER_PORT the user set: 1-65535.
+Outcome<uint16_t> parse_user_port(const std::string& value);
+
+// plugstack.conf: `required mn_nccl.so default=off port_range=20000-29999 force=0`
+struct SiteConfig {
+    Mode default_mode = Mode::Off;
+    PortRange ports;
+    bool force = false;        // overwrite variables the user already set
+    std::string sysfs_root;    // fabric discovery reads here instead of /sys
+    std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
+};
+
+struct ParsedSiteConfig {
+    SiteConfig config;
+    // One line per bad argument: the argument, why, and the default kept.
+    std::vector<std::string> warnings;
+};
+
+// Never fails: an admin's typo must not stop jobs or drain nodes. Each bad
+// argument is reported and its default is used.
+ParsedSiteConfig parse_site_config(const std::vector<std::string>& args);
+
+}  // namespace mn

@@ -1,0 +1,277 @@
+#include "lib/plan/step_plan.h"
+
+#include <cstdlib>
+
+#include "lib/plan/hostlist.h"
+#include "lib/plan/launcher.h"
+#include "lib/plan/netprobe.h"
+#include "lib/util/text.h"
+
+namespace mn {
+
+std::vector<Ipv4> SystemNetwork::resolve(const std::string& name, std::string& error) const {
+    return resolve_ipv4(name, error);
+}
+std::vector<Interface> SystemNetwork::interfaces() const { return local_interfaces(); }
+std::optional<Ipv4> SystemNetwork::route_source(Ipv4 dst) const { return mn::route_source(dst); }
+std::optional<Ipv4> SystemNetwork::default_route(const std::vector<Interface>& ifs) const {
+    return default_route_address(ifs);
+}
+
+namespace {
+
+std::string given(const EnvLookup& env, const std::string& name) {
+    auto v = env(name);
+    return v ? *v : std::string();
+}
+
+// MASTER_ADDR may be a name or an address when the user gives it.
+Outcome<Ipv4> address_of(const std::string& host, const NetworkView& net) {
+    if (auto a = Ipv4::parse(host)) return *a;
+    std::string err;
+    auto addrs = net.resolve(host, err);
+    for (const auto& a : addrs)
+        if (!a.loopback()) return a;
+    return Problem{"MASTER_ADDR='" + host + "' does not resolve to a usable address" +
+                       (err.empty() ? "" : " (" + err + ")"),
+                   "set MASTER_ADDR to node 0's cluster address, or unset it"};
+}
+
+}  // namespace
+
+Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
+                            const EnvLookup& env, const NetworkView& net) {
+    StepPlan plan;
+    plan.mode = choice.mode;
+    plan.force = site.force;
+    plan.facts = facts;
+
+    auto per_node = check_facts(facts);
+    if (!per_node) return per_node.problem();
+    plan.tasks_per_node = *per_node;
+
+    const unsigned k = choice.emulate == 0 ? 1 : choice.emulate;
+    plan.emulate = k;
+    plan.launch = resolve_launch(choice.launch, facts);
+    if (choice.launch != LaunchMode::Detect) {
+        plan.why_launch = std::string("--mn-nccl-launch=") + to_string(choice.launch);
+    } else if (k > 1) {
+        // K tasks per node fit both modes, so the command decides.
+        plan.launch = is_node_launcher(facts.argv) ? LaunchMode::Node : LaunchMode::Task;
+        plan.why_launch = plan.launch == LaunchMode::Node ? "a launcher per emulated node" : "tasks per GPU";
+    } else {
+        plan.why_launch = plan.launch == LaunchMode::Node ? "one task on every node" : "several tasks on a node";
+    }
+    const std::string emu = "--mn-emulate-nodes=" + std::to_string(k);
+    if (k > 1) {
+        for (std::size_t i = 0; i < plan.tasks_per_node.size(); ++i) {
+            const uint32_t n = plan.tasks_per_node[i];
+            if (plan.launch == LaunchMode::Node && n != k)
+                return Problem{emu + " with a launcher per emulated node needs " + std::to_string(k) +
+                                   " tasks on every node; node " + std::to_string(i) + " of the step runs " +
+                                   std::to_string(n),
+                               "run it with srun --ntasks-per-node=" + std::to_string(k) + " --ntasks=" +
+                                   std::to_string(k * facts.nnodes)};
+            if (plan.launch == LaunchMode::Task && n % k != 0)
+                return Problem{emu + " splits each node's tasks into " + std::to_string(k) +
+                                   " equal groups; node " + std::to_string(i) + " of the step runs " +
+                                   std::to_string(n) + " tasks",
+                               "use --ntasks-per-node=" + std::to_string((n / k + 1) * k) + " (a multiple of " +
+                                   std::to_string(k) + ")" + (n >= k ? " or " + std::to_string(n / k * k) : "")};
+        }
+    } else if (plan.launch == LaunchMode::Node && facts.total_tasks != facts.nnodes) {
+        return Problem{"--mn-nccl-launch=node needs exactly one task per node, the step has " +
+                           std::to_string(facts.total_tasks) + " tasks on " + std::to_string(facts.nnodes) +
+                           " nodes",
+                       "add --ntasks-per-node=1, or use --mn-nccl-launch=task"};
+    }
+    if (auto p = launcher_count_problem(facts.argv, choice.launch, facts.nnodes * k, facts.total_tasks)) return *p;
+
+    if (facts.nodelist.empty())
+        return Problem{"SLURM_STEP_NODELIST is not in the step's environment",
+                       "run the step with srun (and without --export=NONE hiding Slurm's variables)"};
+    auto hosts = Hostlist::parse(facts.nodelist);
+    if (!hosts) return hosts.problem();
+    if (hosts->size() != facts.nnodes)
+        return Problem{"SLURM_STEP_NODELIST='" + facts.nodelist + "' names " + std::to_string(hosts->size()) +
+                           " hosts, the step has " + std::to_string(facts.nnodes) + " nodes",
+                       "this comes from Slurm; report it with the Slurm version"};
+    plan.node0 = (*hosts)[0];
+    plan.host = (*hosts)[facts.node_id];
+
+    const bool keep_user = !site.force;
+    std::vector<Interface> ifs = net.interfaces();
+    auto own_choice = [&]() -> Outcome<MasterChoice> {
+        AddressFacts af;
+        af.is_node0 = facts.node_id == 0;
+        af.node0 = plan.node0;
+        af.node0_resolved = net.resolve(plan.node0, af.resolve_error);
+        af.interfaces = ifs;
+        if (af.is_node0) {
+            std::string peer = facts.nnodes > 1 ? (*hosts)[1] : given(env, "SLURM_LAUNCH_NODE_IPADDR");
+            std::string err;
+            std::vector<Ipv4> peer_addrs =
+                Ipv4::parse(peer) ? std::vector<Ipv4>{*Ipv4::parse(peer)} : net.resolve(peer, err);
+            for (const auto& p : peer_addrs) {
+                if (p.loopback() || interface_holding(ifs, p)) continue;
+                af.route_to_peer = net.route_source(p);
+                af.peer = peer;
+                break;
+            }
+            af.default_route_addr = net.default_route(ifs);
+        }
+        return choose_master_addr(af);
+    };
+
+    Ipv4 master{};
+    std::string user_addr = keep_user ? given(env, "MASTER_ADDR") : "";
+    if (!user_addr.empty()) {
+        plan.master_addr = user_addr;
+        plan.why_addr = "kept the user's MASTER_ADDR";
+        auto a = address_of(user_addr, net);
+        if (a) {
+            master = *a;
+        } else if (facts.node_id == 0) {
+            // Node 0's own name may resolve to 127.0.1.1 here while the
+            // others reach it fine: keep the user's value, take the
+            // interface from node 0's own reachable address.
+            auto m = own_choice();
+            if (!m) return a.problem();
+            master = m->addr;
+        } else {
+            return a.problem();
+        }
+    } else {
+        auto m = own_choice();
+        if (!m) return m.problem();
+        master = m->addr;
+        plan.master_addr = master.str();
+        plan.why_addr = m->why;
+    }
+
+    std::string user_port = keep_user ? given(env, "MASTER_PORT") : "";
+    if (!user_port.empty()) {
+        auto p = parse_user_port(user_port);
+        if (!p) return p.problem();
+        plan.master_port = *p;
+        plan.why_port = "kept the user's MASTER_PORT";
+    } else {
+        plan.master_port = derive_port(site.ports, facts.job_id, facts.step_id);
+        plan.why_port = "job " + std::to_string(facts.job_id) + " step " + std::to_string(facts.step_id) +
+                        " in " + std::to_string(site.ports.lo) + "-" + std::to_string(site.ports.hi);
+    }
+    plan.rdzv = rdzv_id(facts.job_id, facts.step_id);
+
+    auto ifc = choose_interface(master, ifs, net.route_source(master));
+    if (!ifc) return ifc.problem();
+    plan.ifname = ifc->name;
+    plan.why_ifname = ifc->why;
+    return plan;
+}
+
+std::vector<std::string> split_gpu_list(const std::string& cuda_visible) {
+    // NoDevFiles is what Slurm writes when the step has no GPU.
+    if (cuda_visible == "NoDevFiles") return {};
+    return split_list(cuda_visible);
+}
+
+std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task) {
+    const unsigned k = plan.emulate;
+    if (k <= 1 || task.gpus % k == 0) return std::nullopt;
+    return Problem{"--mn-emulate-nodes=" + std::to_string(k) + " gives each emulated node an equal share of the "
+                       "node's GPUs, but the step has " + std::to_string(task.gpus) + " GPUs on " + plan.host,
+                   "ask for a multiple of " + std::to_string(k) + " GPUs per node (e.g. --gres=gpu:" +
+                       std::to_string(task.gpus < k ? k : task.gpus / k * k) + ")"};
+}
+
+std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task) {
+    const StepFacts& f = plan.facts;
+    const std::string port = std::to_string(plan.master_port);
+    const unsigned k = plan.emulate == 0 ? 1 : plan.emulate;
+    // Which emulated node this task belongs to, and its place in it. Without
+    // emulation: group 0 of 1, i.e. the real node.
+    const uint32_t per_group = plan.launch == LaunchMode::Task ? f.local_tasks / k : 1;
+    const uint32_t group = per_group ? task.local_id / per_group : 0;
+    const uint32_t nnodes = f.nnodes * k;
+    const uint32_t node_rank = f.node_id * k + group;
+    const uint32_t gpus = task.gpus / k;
+    std::vector<EnvVar> env;
+    auto put = [&](const char* name, std::string value) { env.push_back({name, std::move(value)}); };
+    put("MASTER_ADDR", plan.master_addr);
+    put("MASTER_PORT", port);
+    put("NNODES", std::to_string(nnodes));
+    put("NODE_RANK", std::to_string(node_rank));
+    if (plan.launch == LaunchMode::Task) {
+        put("RANK", std::to_string(task.global_id));
+        put("LOCAL_RANK", std::to_string(task.local_id % (per_group ? per_group : 1)));
+        put("WORLD_SIZE", std::to_string(f.total_tasks));
+        put("LOCAL_WORLD_SIZE", std::to_string(per_group));
+    } else {
+        // torchrun reads PET_<FLAG> for each of its flags.
+        const std::string nproc = std::to_string(gpus == 0 ? 1 : gpus);
+        put("GPUS_PER_NODE", nproc);
+        put("NPROC_PER_NODE", nproc);
+        put("PET_NNODES", std::to_string(nnodes));
+        put("PET_NPROC_PER_NODE", nproc);
+        put("PET_NODE_RANK", std::to_string(node_rank));
+        put("PET_MASTER_ADDR", plan.master_addr);
+        put("PET_MASTER_PORT", port);
+        put("PET_RDZV_ID", plan.rdzv);
+    }
+    // NCCL takes '=' as "exactly this name", not a prefix.
+    put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
+    put("GLOO_SOCKET_IFNAME", plan.ifname);
+    for (const auto& [name, value] : plan.fabric.env) env.push_back({name, value});
+    if (k > 1) {
+        // A contiguous share of the GPUs Slurm gave, as physical indices:
+        // with gpu:4 and K=2, 0,1 and 2,3.
+        if (gpus > 0 && task.gpu_list.size() == task.gpus) {
+            std::string share;
+            for (uint32_t i = group * gpus; i < (group + 1) * gpus; ++i)
+                share += (share.empty() ? "" : ",") + task.gpu_list[i];
+            env.push_back({"CUDA_VISIBLE_DEVICES", share, true});
+        }
+        // NCCL treats ranks with different host ids as different hosts, so
+        // traffic between emulated nodes takes its network transport.
+        env.push_back({"NCCL_HOSTID", plan.host + "-emu" + std::to_string(group), true});
+    }
+    return env;
+}
+
+std::string explain_line(const StepPlan& plan, const std::string& hostname) {
+    const StepFacts& f = plan.facts;
+    std::string fabric;
+    if (!plan.fabric.fabric.empty()) {
+        fabric = "; fabric=" + plan.fabric.fabric;
+        for (const auto& [name, value] : plan.fabric.env) fabric += " " + name + "=" + value;
+        fabric += " (" + plan.fabric.why + ")";
+    }
+    const std::string emulated =
+        plan.emulate > 1 ? ", split into " + std::to_string(plan.emulate) + " emulated nodes" : "";
+    return "mn_nccl: " + hostname + " (node " + std::to_string(f.node_id) + " of " + std::to_string(f.nnodes) +
+           emulated + "): mode=" + to_string(plan.mode) + " launch=" + to_string(plan.launch) + " (" + plan.why_launch +
+           "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
+           std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
+           " (" + plan.why_ifname + ")" + fabric + (plan.locality.empty() ? "" : "; locality: " + plan.locality);
+}
+
+EnvLookup process_env() {
+    return [](const std::string& n) -> std::optional<std::string> {
+        const char* v = std::getenv(n.c_str());
+        return v ? std::optional<std::string>(v) : std::nullopt;
+    };
+}
+
+std::string interface_towards(const std::string& master_addr, const NetworkView& net) {
+    auto addr = Ipv4::parse(master_addr);
+    if (!addr) return "";
+    auto c = choose_interface(*addr, net.interfaces(), net.route_source(*addr));
+    return c ? c->name : "";
+}
+
+std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {
+    if (auto v = env("MN_NCCL_SYSFS_ROOT"); v && !v->empty()) return *v;
+    return site.sysfs_root.empty() ? "/sys" : site.sysfs_root;
+}
+
+}  // namespace mn

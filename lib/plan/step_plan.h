@@ -1,0 +1,114 @@
+// StepPlan: everything one node decides once per step (launch mode, master
+// address and port, socket interface), and the environment each task of the
+// step gets from it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/plan/config.h"
+#include "lib/fabric/fabric.h"
+#include "lib/plan/netpath.h"
+#include "lib/util/outcome.h"
+#include "lib/plan/step_layout.h"
+
+namespace mn {
+
+// The user's choices for this step, from the options or MN_NCCL.
+struct UserChoice {
+    Mode mode = Mode::Off;
+    LaunchMode launch = LaunchMode::Detect;
+    bool explain = false;
+    unsigned emulate = 1;  // --mn-emulate-nodes=K: K emulated nodes per real node
+};
+
+// Looks a variable up in the step's environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+// This process's own environment (mn-preflight, outside slurmstepd).
+EnvLookup process_env();
+
+// The network as a node sees it; the real one is SystemNetwork, tests give
+// their own.
+class NetworkView {
+public:
+    virtual ~NetworkView() = default;
+    virtual std::vector<Ipv4> resolve(const std::string& name, std::string& error) const = 0;
+    virtual std::vector<Interface> interfaces() const = 0;
+    virtual std::optional<Ipv4> route_source(Ipv4 dst) const = 0;
+    virtual std::optional<Ipv4> default_route(const std::vector<Interface>& ifs) const = 0;
+};
+
+class SystemNetwork : public NetworkView {
+public:
+    std::vector<Ipv4> resolve(const std::string& name, std::string& error) const override;
+    std::vector<Interface> interfaces() const override;
+    std::optional<Ipv4> route_source(Ipv4 dst) const override;
+    std::optional<Ipv4> default_route(const std::vector<Interface>& ifs) const override;
+};
+
+struct StepPlan {
+    Mode mode = Mode::Off;
+    LaunchMode launch = LaunchMode::Task;
+    bool force = false;
+    StepFacts facts;
+    std::vector<uint32_t> tasks_per_node;
+    std::string node0;
+    std::string host;  // this node's name in SLURM_STEP_NODELIST
+    unsigned emulate = 1;
+    std::string master_addr;
+    uint16_t master_port = 0;
+    std::string rdzv;
+    std::string ifname;
+    // Why each value was chosen, for --mn-nccl-explain.
+    std::string why_addr, why_port, why_ifname, why_launch;
+    // NCCL's network (NCCL_IB_HCA, NCCL_IB_GID_INDEX or NCCL_IB_DISABLE).
+    FabricChoice fabric;
+    // GPU to HCA locality, loaded (through hwloc) only for --mn-nccl-explain.
+    std::string locality;
+};
+
+// Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's
+// sysfs_root, else /sys.
+std::string sysfs_root(const EnvLookup& env, const SiteConfig& site);
+
+// The interface that carries this node's route to MASTER_ADDR (an IPv4
+// address), as the plugin chooses it; "" when there is none.
+std::string interface_towards(const std::string& master_addr, const NetworkView& net);
+
+Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
+                            const EnvLookup& env, const NetworkView& net);
+
+struct TaskFacts {
+    uint32_t local_id = 0;
+    uint32_t global_id = 0;
+    uint32_t gpus = 0;  // the step's GPUs on this node (count_gpus)
+    // The GPU indices Slurm gave the task (CUDA_VISIBLE_DEVICES), which
+    // emulation splits between the emulated nodes.
+    std::vector<std::string> gpu_list;
+};
+
+struct EnvVar {
+    std::string name;
+    std::string value;
+    // Replace what is there even without force: Slurm's CUDA_VISIBLE_DEVICES
+    // must become the emulated node's share.
+    bool replace = false;
+};
+
+// Under --mn-emulate-nodes=K: the node's GPUs must split evenly K ways.
+std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task);
+
+// "0,1,2,3" -> {"0","1","2","3"}; "" and Slurm's "NoDevFiles" -> {}.
+std::vector<std::string> split_gpu_list(const std::string& cuda_visible);
+
+// The variables a task gets, in a stable order. Whether a variable the user
+// already set is kept is the caller's business (overwrite = plan.force).
+std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task);
+
+// One line for --mn-nccl-explain.
+std::string explain_line(const StepPlan& plan, const std::string& hostname);
+
+}  // namespace mn

@@ -1,0 +1,25 @@
+// Small helpers shared by the reports (discover, mn-preflight), the parsers
+// of comma lists (CUDA_VISIBLE_DEVICES, options) and every log line that
+// names its host.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mn {
+
+// A number with `precision` decimals; precision -1 means printf's %g.
+std::string num(double v, int precision = 2);
+// s followed by spaces up to `width`, then one space: a table column.
+std::string pad(std::string s, std::size_t width);
+// "a,,b" -> {"a", "b"}: the non-empty fields between separators.
+std::vector<std::string> split_list(const std::string& s, char sep = ',');
+std::string join_list(const std::vector<std::string>& v, char sep = ',');
+// ASCII lower case (option values and sysfs words are ASCII).
+std::string lower(std::string s);
+// This machine's host name, "?" if the kernel will not say.
+std::string host_name();
+// Seconds on the monotonic clock, for durations.
+double now_s();
+
+}  // namespace mn

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Runs the whole suite (scripts/test.sh --here: install that release's own
+# Debian packages, build, CMocka, the local multi-node Slurm) inside a minimal
+# Debian root per release, made with debootstrap from Debian's packages:
+#
+#   bookworm  Debian 12   Slurm 22.05  torch 1.13
+#   trixie    Debian 13   Slurm 24.11  torch 2.6
+#   sid       unstable    Slurm 26.05  torch 2.14
+#
+#   scripts/cluster/release-matrix.sh [SUITE...]      default: bookworm trixie sid
+#   scripts/cluster/release-matrix.sh --run SUITE CMD...
+#                          run CMD in that root (tree copied to /root/mn-nccl,
+#                          its packages and build made first), e.g. to
+#                          reproduce one failure by hand
+#
+# Prints one table line per release (Slurm and torch versions, result, time)
+# and exits non-zero when any release fails. Roots are kept in
+# MN_ROOTS_DIR (default /var/tmp/mn-roots) and reused; MN_ROOTS_FRESH=1
+# makes them anew. Each release's full log: MN_ROOTS_DIR/SUITE.test.log.
+# Needs root (debootstrap, chroot, mounts, the cluster's namespaces).
+# One user of a root at a time (MN_ROOTS_DIR/SUITE.lock): a second run of
+# the same release waits for the first.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+ROOTS=${MN_ROOTS_DIR:-/var/tmp/mn-roots}
+LOCK=${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(bookworm trixie sid)
+[ "${1:-}" = --run ] && suites=()
+
+die() { echo "release-matrix: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, namespaces)"
+
+# The mirror this machine already uses, so roots come from the same archive.
+mirror() {
+  local m
+  m=$(sed -n 's/^URIs: *\([^ ]*debian\/\{0,1\}\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+  [ -n "$m" ] || m=$(awk '$1 == "deb" && $2 ~ /debian\/?$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+ensure_debootstrap() {
+  command -v debootstrap >/dev/null && return 0
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends debootstrap >/dev/null ||
+    die "cannot install debootstrap"
+}
+
+# The cluster's unshare --mount needs the root to be a mount point; /proc,
+# /sys and /dev come from the host (slaves, so unmounting never reaches it);
+# /run is the root's own, for its network namespaces.
+mount_root() {
+  local d=$1 m
+  mountpoint -q "$d" || mount --bind "$d" "$d"
+  for m in proc sys dev; do
+    mountpoint -q "$d/$m" && continue
+    mount --rbind "/$m" "$d/$m" && mount --make-rslave "$d/$m"
+  done
+  mountpoint -q "$d/run" || mount -t tmpfs tmpfs "$d/run"
+  mkdir -p "$d/run/netns" "$d/run/lock"
+  # Name service as on the host: a real machine resolves its own name.
+  cp -L /etc/resolv.conf "$d/etc/resolv.conf" 2>/dev/null || true
+  cp -L /etc/hosts "$d/etc/hosts" 2>/dev/null || true
+  # unstable's Release file expires within days; a mirror that serves a
+  # frozen copy of the archive would otherwise refuse every sid install.
+  echo 'Acquire::Check-Valid-Until "false";' >"$d/etc/apt/apt.conf.d/99mn-nccl-frozen-mirror"
+  # One local cluster at a time on this machine (one bridge, fixed
+  # addresses): the root's test.sh locks the host's lock file.
+  touch "$LOCK" "$d/tmp/mn-cluster.lock"
+  mountpoint -q "$d/tmp/mn-cluster.lock" || mount --bind "$LOCK" "$d/tmp/mn-cluster.lock"
+}
+
+umount_root() { umount -R "$1" 2>/dev/null || umount -lR "$1" 2>/dev/null || true; }
+
+make_root() {
+  local suite=$1 d=$2
+  if [ "${MN_ROOTS_FRESH:-0}" = 1 ] && [ -d "$d" ]; then
+    umount_root "$d"
+    rm -rf --one-file-system "$d"
+  fi
+  # A root is whole only once debootstrap finished (a run stopped half-way
+  # leaves a tree with apt-get but no working dpkg): start such a one anew.
+  [ -e "$d/.mn-root-complete" ] && return 0
+  umount_root "$d"
+  rm -rf --one-file-system "$d"
+  mkdir -p "$ROOTS"
+  debootstrap --variant=minbase "$suite" "$d" "$(mirror)" >"$ROOTS/$suite.debootstrap.log" 2>&1 || {
+    tail -5 "$ROOTS/$suite.debootstrap.log" >&2
+    return 1
+  }
+  touch "$d/.mn-root-complete"
+}
+
+# An install stopped half-way (a run interrupted) leaves dpkg asking for
+# "dpkg --configure -a"; finish it before the suite installs anything.
+repair_root() {
+  chroot "$1" env DEBIAN_FRONTEND=noninteractive dpkg --configure -a >/dev/null 2>&1 ||
+    chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 -f install -y -qq >/dev/null 2>&1 || true
+}
+
+# The source tree as git sees it (tracked and new files, nothing ignored,
+# so no build of this machine leaks into the root's build).
+copy_tree() {
+  local dest=$1
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+    (cd "$top" && git ls-files -z -co --exclude-standard |
+      tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$dest" -xf -
+  else
+    (cd "$top" && tar --exclude=.libs --exclude='*.o' -cf - .) | tar -C "$dest" -xf -
+  fi
+}
+
+# Holds SUITE's root for this process until it exits or lock_root is
+# called again (fd 8).
+lock_root() {
+  mkdir -p "$ROOTS"
+  exec 8>"$ROOTS/$1.lock"
+  flock 8
+}
+
+run_suite() {
+  local suite=$1 d=$ROOTS/$1 log=$ROOTS/$1.test.log start rc
+  start=$(date +%s)
+  echo "== release-matrix: $suite ($d)"
+  lock_root "$suite"
+  if ! make_root "$suite" "$d"; then
+    result[$suite]="no root (debootstrap failed; $ROOTS/$suite.debootstrap.log)"
+    return 1
+  fi
+  mount_root "$d"
+  repair_root "$d"
+  copy_tree "$d/root/mn-nccl"
+  chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    MN_CLUSTER_LOCK=/tmp/mn-cluster.lock bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
+    sed -u "s/^/[$suite] /" | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local slurm torch counts
+  slurm=$(chroot "$d" dpkg-query -W -f='${Version}' slurmd 2>/dev/null)
+  torch=$(chroot "$d" dpkg-query -W -f='${Version}' python3-torch 2>/dev/null)
+  counts=$(sed -n 's/^\[[a-z]*\] \([0-9]* passed, [0-9]* failed\)$/\1/p' "$log" | tail -1)
+  umount_root "$d"
+  result[$suite]=$(printf '%-9s Slurm %-14s torch %-14s %-22s %4ss' "$suite" "${slurm:-?}" "${torch:-?}" \
+    "${counts:-no summary}" "$(($(date +%s) - start))")
+  [ "$rc" -eq 0 ]
+}
+
+ensure_debootstrap
+if [ "${1:-}" = --run ]; then
+  [ $# -ge 3 ] || die "usage: --run SUITE CMD..."
+  d=$ROOTS/$2
+  lock_root "$2"
+  shift 2
+  make_root "$(basename "$d")" "$d" || die "no root"
+  mount_root "$d"
+  trap 'umount_root "$d"' EXIT
+  repair_root "$d"
+  copy_tree "$d/root/mn-nccl"
+  chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
+    'cd /root/mn-nccl && bash scripts/install-deps.sh >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
+  exit
+fi
+declare -A result
+failed=0
+for s in "${suites[@]}"; do
+  run_suite "$s" || failed=$((failed + 1))
+done
+echo
+echo "release-matrix:"
+for s in "${suites[@]}"; do echo "  ${result[$s]}"; done
+[ "$failed" -eq 0 ]

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Smoke test of the Slurm 24.11 bundle on a GPU machine (device tool):
+#   run: bash scripts/gpu/gpu-smoke-trixie.sh   carry: .device/slurm-trixie .device/build-trixie
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export MN_SLURM_BUNDLE=$PWD/.device/slurm-trixie MN_PLUGIN=$PWD/.device/build-trixie/mn_nccl.so
+B=$MN_SLURM_BUNDLE
+export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$B/usr/bin:$B/usr/sbin:$PATH SLURM_CONF=/tmp/mn-gpu-cluster/slurm.conf
+cat /etc/os-release | head -2; ldd --version | head -1
+srun --version
+bash scripts/cluster/gpu-cluster.sh start || { tail -30 /tmp/mn-gpu-cluster/log/*; exit 1; }
+srun -w n0,n1 -N2 hostname
+t0=$(date +%s.%N)
+srun -w n0,n1 -N2 --ntasks-per-node=1 --gres=gpu:1 --mn-nccl=auto --mn-nccl-explain .device/build-trixie/mn-preflight; echo "exit $?"
+echo "launch to exit: $(python3 -c "import time; print(round(time.time()-$t0,2))") s"
+bash scripts/cluster/gpu-cluster.sh stop

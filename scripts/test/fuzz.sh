@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of tests/fuzz (a clang build in build-fuzz/).
+#
+#   scripts/test/fuzz.sh                 CI: each target for MN_FUZZ_SECONDS (30) from
+#                                   the committed corpus; new inputs go to a
+#                                   scratch dir. A crash or a broken property
+#                                   prints the input (hex and base64) and fails.
+#   scripts/test/fuzz.sh --long MINUTES  MINUTES in all, split over the targets, niced;
+#                                   then merges the new finds that add coverage
+#                                   into tests/fuzz/corpus (-merge=1).
+#   scripts/test/fuzz.sh [...] TARGET... only these targets (hostlist, sysfs, ...)
+#
+# Prints per target: executions, coverage (cov: edges, ft: features), corpus
+# size and the result; the last line is "fuzz: N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+top=$(pwd)
+long=0
+minutes=0
+if [ "${1:-}" = --long ]; then
+  long=1
+  minutes=${2:?usage: scripts/test/fuzz.sh --long MINUTES [TARGET...]}
+  shift 2
+fi
+all=(hostlist tasks_per_node options step sysfs wire handshake nccl_info hwloc_xml)
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+
+command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (Debian: clang libclang-rt-14-dev)"; exit 1; }
+source scripts/test/build-copy.sh
+build=${MN_FUZZ_BUILD:-$top/build-fuzz}  # a long run beside CI runs gets its own
+echo "== fuzz: building the targets with clang (libFuzzer, ASan, UBSan) in build-fuzz/"
+build_copy "$build" CXX=clang++ --enable-fuzz || { echo "fuzz: configure failed"; exit 1; }
+make -s -C "$build" -j2 fuzz >"$build/make.out" 2>&1 || { tail -30 "$build/make.out"; echo "fuzz: build failed"; exit 1; }
+
+if [ $long = 1 ]; then
+  secs=$((minutes * 60 / ${#targets[@]}))
+  nice=(nice -n 19)
+else
+  secs=${MN_FUZZ_SECONDS:-30}
+  nice=()
+fi
+work=$(mktemp -d /tmp/mn-fuzz.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work  # the sysfs and hwloc targets write their inputs here
+
+passed=0
+failed=0
+table=""
+for t in "${targets[@]}"; do
+  bin=$build/tests/fuzz/fuzz_$t
+  seeds=$top/tests/fuzz/corpus/$t
+  [ -x "$bin" ] || { echo "fuzz: no target $t"; failed=$((failed + 1)); continue; }
+  mkdir -p "$work/new-$t" "$work/art-$t"
+  start=$(date +%s)
+  "${nice[@]}" "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+    -artifact_prefix="$work/art-$t/" "$work/new-$t" "$seeds" >"$work/$t.log" 2>&1
+  rc=$?
+  took=$(($(date +%s) - start))
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
+  last=$(grep -E '^#[0-9]+' "$work/$t.log" | grep -E 'cov: ' | tail -1)
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+  ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+  corp=$(sed -n 's/.* corp: \([^ ]*\).*/\1/p' <<<"$last")
+  art=$(ls "$work/art-$t"/* 2>/dev/null | head -1)
+  if [ $rc -eq 0 ] && [ -z "$art" ]; then
+    result=ok
+    passed=$((passed + 1))
+  else
+    result="FAILED (rc $rc)"
+    failed=$((failed + 1))
+    echo "---- fuzz_$t failed; its report:"
+    grep -E 'fuzz property failed|^  |ERROR: |SUMMARY|runtime error' "$work/$t.log" | head -20
+    if [ -n "$art" ]; then
+      echo "---- the input ($(basename "$art"), $(stat -c %s "$art") bytes), hex:"
+      od -An -tx1 -v "$art" | head -64
+      echo "---- base64 (save with: base64 -d >tests/fuzz/corpus/$t/regress-NAME):"
+      base64 -w0 "$art" | head -c 65536
+      echo
+      mkdir -p "$build/crashes"
+      cp "$art" "$build/crashes/$t-$(basename "$art")"
+      echo "---- kept as $build/crashes/$t-$(basename "$art"); replay: $bin <file>"
+    else
+      tail -20 "$work/$t.log"
+    fi
+  fi
+  line=$(printf '%-15s %4ss %11s execs  cov %-6s ft %-6s corpus %-12s %s' "$t" "$took" "${execs:-?}" "${cov:-?}" \
+    "${ft:-?}" "${corp:-?}" "$result")
+  echo "$line"
+  table+="$line"$'\n'
+  if [ $long = 1 ] && [ "$result" = ok ]; then
+    # Only the finds that add coverage, and none above 64 KiB.
+    before=$(ls "$seeds" | wc -l)
+    "${nice[@]}" "$bin" -merge=1 -max_len=65536 "$seeds" "$work/new-$t" >"$work/$t.merge.log" 2>&1 ||
+      { echo "fuzz: merge for $t failed"; tail -5 "$work/$t.merge.log"; }
+    echo "               merged $(($(ls "$seeds" | wc -l) - before)) new inputs into tests/fuzz/corpus/$t"
+  fi
+done
+echo
+echo "== fuzz summary ($([ $long = 1 ] && echo "long run, $minutes min" || echo "CI, ${secs} s per target"))"
+printf '%s' "$table"
+echo "fuzz: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# Every test under AddressSanitizer and UBSan: an out-of-tree build of the
+# working tree in build-asan/ (./configure --enable-sanitizers, gcc), then
+#   1. make check there: the CMocka tests and the fuzz targets' corpora
+#      (tests/fuzz/corpus, replayed without libFuzzer);
+#   2. the integration tests on the local cluster with the sanitized plugin
+#      loaded into slurmstepd (the ASan runtime preloaded into slurmd, see
+#      MN_SLURMD_PRELOAD in scripts/cluster/local-cluster.sh) and into srun, and the
+#      sanitized mn-preflight; any sanitizer report file fails the run.
+#   scripts/test/test-sanitizers.sh [--unit-only]
+# The last line is "sanitizers: N passed, M failed" (tests, as test.sh counts).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+top=$(pwd)
+unit_only=0
+[ "${1:-}" = --unit-only ] && unit_only=1
+build=$top/build-asan
+source scripts/test/build-copy.sh
+passed=0
+failed=0
+
+echo "== sanitizers: building with ASan + UBSan in build-asan/"
+build_copy "$build" --enable-sanitizers --enable-test-hooks || { echo "sanitizers: configure failed"; echo "sanitizers: 0 passed, 1 failed"; exit 1; }
+if ! make -s -C "$build" -j2 >"$build/make.out" 2>&1; then
+  tail -30 "$build/make.out"
+  echo "sanitizers: 0 passed, 1 failed"
+  exit 1
+fi
+
+echo "== sanitizers: unit tests and fuzz corpora (make check)"
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
+export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp
+make -s -C "$build" -j2 check >"$build/check.out" 2>&1
+check_rc=$?
+for log in "$build"/tests/unit/*/test_*.log; do
+  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
+  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
+  echo "asan $(basename "$log" .log): ${p:-0} passed, ${f:-0} failed"
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0}))
+  # A sanitizer report ends the program: no CMocka summary at all.
+  grep -q 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" &&
+    { failed=$((failed + 1)); grep -A25 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" | head -40; }
+done
+for log in "$build"/tests/fuzz/fuzz_*.log; do
+  [ -f "$log" ] || continue
+  if grep -q 'every property held' "$log" && ! grep -q 'ERROR: \|runtime error:' "$log"; then
+    passed=$((passed + 1))
+    echo "asan $(basename "$log" .log): $(grep -o '[0-9]* inputs replayed' "$log")"
+  else
+    failed=$((failed + 1))
+    echo "asan $(basename "$log" .log): FAILED"
+    grep -B2 -A25 'fuzz property failed\|ERROR: \|runtime error:' "$log" | head -40
+  fi
+done
+if [ $check_rc -ne 0 ]; then
+  grep -E '^(FAIL|ERROR):' "$build/check.out" | head
+  [ $failed -gt 0 ] || failed=$((failed + 1))
+fi
+
+if [ $unit_only = 0 ]; then
+  echo "== sanitizers: integration tests, the sanitized plugin in slurmstepd"
+  # libtool links the plugin without the runtimes (-shared -nostdlib): they
+  # come preloaded, ASan's first.
+  asan_rt="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  for l in $asan_rt; do [ -f "$l" ] || { echo "sanitizers: no $l from gcc"; failed=$((failed + 1)); }; done
+  reports=$(mktemp -d /tmp/mn-asan.XXXXXX)
+  chmod 1777 "$reports"  # tasks run as the job's user
+  # Leaks of programs that merely carry the runtime (slurmd, bash, python)
+  # are not ours; memory errors and undefined behaviour anywhere are.
+  export ASAN_OPTIONS=log_path=$reports/asan:detect_leaks=0:abort_on_error=0
+  export UBSAN_OPTIONS=log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1
+  # srun and friends load the plugin too: the runtime goes first there as well.
+  wrap=$reports/bin
+  mkdir -p "$wrap"
+  for c in srun sbatch salloc; do
+    real=$(command -v $c) || continue
+    printf '#!/bin/sh\nLD_PRELOAD="%s" exec %s "$@"\n' "$asan_rt" "$real" >"$wrap/$c"
+    chmod +x "$wrap/$c"
+  done
+  start=$(date +%s)
+  exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
+  flock 9
+  trap 'bash "$build/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
+  if MN_SLURMD_PRELOAD=$asan_rt bash "$build/scripts/cluster/local-cluster.sh" start; then
+    # What this run claims: the task's parent, slurmstepd, holds the ASan
+    # runtime and this build's plugin.
+    maps=$(SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf PATH=$wrap:$PATH timeout 60 srun -N1 -n1 --mn-nccl \
+      sh -c 'cat /proc/$PPID/comm; grep -oE "[^ ]*(libasan[^ ]*|mn_nccl.so)$" /proc/$PPID/maps | sort -u' 2>&1)
+    if grep -q '^slurmstepd' <<<"$maps" && grep -q libasan <<<"$maps" && grep -qF "$build/spank/.libs/mn_nccl.so" <<<"$maps"; then
+      echo "asan slurmstepd: runs with the ASan runtime and $build/spank/.libs/mn_nccl.so"
+      passed=$((passed + 1))
+    else
+      echo "asan slurmstepd: FAILED: the sanitized plugin is not what slurmstepd runs:"
+      sed 's/^/    /' <<<"$maps" | head
+      failed=$((failed + 1))
+    fi
+    for t in "$build"/tests/integration/test_*.sh; do
+      PATH=$wrap:$PATH bash "$t" >"$reports/it.log" 2>&1
+      p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$reports/it.log")
+      f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$reports/it.log")
+      [ -n "$p" ] || { echo "$(basename "$t"): no summary line"; tail -5 "$reports/it.log"; f=1; p=0; }
+      echo "asan $(basename "$t" .sh): $p passed, $f failed"
+      grep '^not ok' -A6 "$reports/it.log" | head -40
+      passed=$((passed + p))
+      failed=$((failed + f))
+    done
+  else
+    echo "sanitizers: the local cluster did not start with the ASan runtime in slurmd"
+    failed=$((failed + 1))
+  fi
+  bash "$build/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1
+  trap - EXIT
+  exec 9>&-
+  found=$(ls "$reports"/asan.* "$reports"/ubsan.* 2>/dev/null)
+  if [ -n "$found" ]; then
+    echo "sanitizers: $(wc -l <<<"$found") sanitizer report(s) from the cluster run:"
+    for r in $found; do
+      echo "---- $r"
+      head -40 "$r"
+    done
+    failed=$((failed + 1))
+  else
+    echo "sanitizers: no sanitizer report from slurmd, slurmstepd, srun or the tasks"
+  fi
+  echo "sanitizers: integration took $(($(date +%s) - start)) s"
+  rm -rf "$reports"
+fi
+
+echo "sanitizers: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,153 @@
+// NVML readings -> findings, on readings as an H200 node gives them.
+#include "lib/check/gpu_health.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+namespace {
+
+// A healthy H200 as NVML reads it during the check (link busy after the
+// buffer copy): gen 5 x16, 18 NVLink links up, no events.
+GpuReadings h200(int index, unsigned our_pid) {
+    GpuReadings g;
+    g.gpu = "GPU" + std::to_string(index) + " (00000000:" + std::to_string(18 + index) + ":00.0)";
+    g.nvml = true;
+    g.processes = {{our_pid, "mn-preflight", 1536}};
+    g.ecc_uncorrected = 0;
+    g.remap_pending = false;
+    g.remap_failed = false;
+    g.pcie_gen = 5;
+    g.pcie_gen_max = 5;
+    g.pcie_width = 16;
+    g.pcie_width_max = 16;
+    g.nvlinks = 18;
+    g.nvlinks_up = 18;
+    return g;
+}
+
+std::vector<GpuReadings> node4() { return {h200(0, 100), h200(1, 101), h200(2, 102), h200(3, 103)}; }
+const std::set<unsigned> kOurs = {100, 101, 102, 103};
+
+}  // namespace
+
+static void healthy_node_has_no_findings(void**) {
+    assert_true(gpu_health("gpu-a1", node4(), kOurs).empty());
+}
+
+// The first case: another process held almost all of GPU 1.
+static void foreign_process_fails_naming_pid_and_memory(void**) {
+    auto g = node4();
+    g[1].processes.push_back({4242, "python3", 139000});
+    const auto f = gpu_health("gpu-a1", g, kOurs);
+    assert_int_equal(f.size(), 1);
+    assert_true(f[0].fail);
+    assert_str(f[0].text,
+               "gpu-a1 GPU1 (00000000:19:00.0): another process is on this GPU: pid 4242 (python3), 139000 MiB; "
+               "fix: end it or drain the node (a job's GPU must be its own)");
+}
+
+// Our own ranks (two emulated nodes on one GPU) are never foreign.
+static void own_ranks_are_not_foreign(void**) {
+    auto g = node4();
+    g[0].processes.push_back({101, "mn-preflight", 1536});
+    assert_true(gpu_health("gpu-a1", g, kOurs).empty());
+}
+
+static void memory_faults_fail(void**) {
+    auto g = node4();
+    g[0].ecc_uncorrected = 2;
+    g[1].remap_pending = true;
+    g[2].remap_failed = true;
+    g[2].remap_pending = true;  // a failed remap says replace, not reset
+    g[3].retirement_pending = true;
+    const auto f = gpu_health("n7", g, kOurs);
+    assert_int_equal(f.size(), 4);
+    for (const auto& x : f) assert_true(x.fail);
+    assert_contains(f[0].text, "n7 GPU0 (00000000:18:00.0): 2 uncorrectable ECC errors");
+    assert_contains(f[1].text, "GPU1 (00000000:19:00.0): a row remap is pending; fix: drain and reset");
+    assert_contains(f[2].text, "a row remap failed (no spare rows left); fix: drain and replace");
+    assert_contains(f[3].text, "page retirement is pending");
+}
+
+static void pcie_below_max_warns(void**) {
+    auto g = node4();
+    g[2].pcie_width = 8;
+    g[3].pcie_gen = 3;
+    const auto f = gpu_health("n1", g, kOurs);
+    assert_int_equal(f.size(), 2);
+    assert_false(f[0].fail);
+    assert_false(f[1].fail);
+    assert_contains(f[0].text, "GPU2 (00000000:20:00.0): PCIe link at x8 of x16");
+    assert_contains(f[1].text, "GPU3 (00000000:21:00.0): PCIe link at gen 3, the slot and GPU can do gen 5");
+}
+
+// NVLink down is judged against the node's other GPUs: a PCIe-only node
+// (no links at all) is fine; one GPU with fewer links than the rest fails.
+static void nvlink_down_against_the_node(void**) {
+    auto g = node4();
+    g[1].nvlinks_up = 12;
+    auto f = gpu_health("n1", g, kOurs);
+    assert_int_equal(f.size(), 1);
+    assert_true(f[0].fail);
+    assert_contains(f[0].text, "GPU1 (00000000:19:00.0): 12 NVLink links up where the node's other GPUs have 18");
+    for (auto& x : g) x.nvlinks = x.nvlinks_up = 0;
+    assert_true(gpu_health("n1", g, kOurs).empty());
+}
+
+static void throttling(void**) {
+    auto g = node4();
+    g[0].hw_slowdown = true;
+    g[0].power_brake = true;
+    g[3].sw_thermal = true;
+    const auto f = gpu_health("n2", g, kOurs);
+    assert_int_equal(f.size(), 2);
+    assert_true(f[0].fail);
+    assert_contains(f[0].text, "GPU0 (00000000:18:00.0): clocks held down by hardware slowdown/power brake");
+    assert_false(f[1].fail);
+    assert_contains(f[1].text, "software thermal slowdown");
+}
+
+static void no_nvml_warns_once(void**) {
+    GpuReadings g;
+    g.gpu = "GPU0 (00000000:18:00.0)";
+    g.nvml_error = "libnvidia-ml.so.1 not found";
+    const auto f = gpu_health("n3", {g}, {});
+    assert_int_equal(f.size(), 1);
+    assert_false(f[0].fail);
+    assert_contains(f[0].text, "GPU health not read (libnvidia-ml.so.1 not found)");
+}
+
+static void readings_survive_the_wire(void**) {
+    auto g = node4();
+    g[1].processes.push_back({4242, "weird\x1f|name", 77});
+    g[2].ecc_uncorrected.reset();
+    g[2].hw_thermal = true;
+    g[3].remap_failed = true;
+    const auto back = decode_readings(encode_readings(g));
+    assert_int_equal(back.size(), 4);
+    assert_str(back[1].gpu, g[1].gpu);
+    assert_int_equal(back[1].processes.size(), 2);
+    assert_int_equal(back[1].processes[1].pid, 4242);
+    assert_int_equal(back[1].processes[1].used_mib, 77);
+    assert_str(back[1].processes[1].name, "weird_|name");
+    assert_false(back[2].ecc_uncorrected.has_value());
+    assert_true(back[2].hw_thermal);
+    assert_false(back[2].hw_slowdown);
+    assert_true(*back[3].remap_failed);
+    assert_int_equal(*back[0].pcie_width_max, 16);
+    assert_int_equal(back[0].nvlinks_up, 18);
+    assert_true(decode_readings("").empty());
+    // The same findings before and after.
+    assert_int_equal(gpu_health("n", back, kOurs).size(), gpu_health("n", g, kOurs).size());
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(healthy_node_has_no_findings), cmocka_unit_test(foreign_process_fails_naming_pid_and_memory),
+        cmocka_unit_test(own_ranks_are_not_foreign),    cmocka_unit_test(memory_faults_fail),
+        cmocka_unit_test(pcie_below_max_warns),         cmocka_unit_test(nvlink_down_against_the_node),
+        cmocka_unit_test(throttling),                   cmocka_unit_test(no_nvml_warns_once),
+        cmocka_unit_test(readings_survive_the_wire),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}

@@ -1,0 +1,150 @@
+#include <cstdlib>
+#include <map>
+
+#include "lib/fabric/fabric.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+static std::string tree(const char* name) {
+    const char* root = std::getenv("MN_FIXTURES");
+    if (!root) fail_msg("MN_FIXTURES is not set: run through make check");
+    return std::string(root) + "/" + name;
+}
+
+static FabricChoice choose(const char* fixture, Mode mode) {
+    auto c = choose_fabric(read_sysfs_ports(tree(fixture)), mode);
+    if (!c) fail_msg("%s: %s", fixture, c.problem().text().c_str());
+    return *c;
+}
+
+static std::string env_of(const FabricChoice& c, const std::string& name) {
+    for (const auto& [k, v] : c.env)
+        if (k == name) return v;
+    return "<unset>";
+}
+
+static const PortVerdict& verdict(const FabricChoice& c, const std::string& port) {
+    for (const auto& v : c.ports)
+        if (v.port.name() == port) return v;
+    fail_msg("no port %s", port.c_str());
+    return c.ports.front();
+}
+
+static void kernel_formats(void**) {
+    assert_str(parse_state("4: ACTIVE"), "ACTIVE");
+    assert_str(parse_state("1: DOWN"), "DOWN");
+    assert_str(parse_state("ACTIVE"), "");
+    assert_str(parse_state("x: ACTIVE"), "");
+    assert_true(*parse_rate("400 Gb/sec (4X NDR)") == 400);
+    assert_true(*parse_rate("2.5 Gb/sec (1X SDR)") == 2.5);
+    assert_false(parse_rate("fast").has_value());
+    assert_false(parse_rate("-5 Gb/sec").has_value());
+    assert_true(ipv4_mapped_gid("0000:0000:0000:0000:0000:ffff:0a00:0105"));
+    assert_false(ipv4_mapped_gid("fe80:0000:0000:0000:0a6e:d2ff:fe3b:4c5a"));
+    assert_false(ipv4_mapped_gid("0000:0000:0000:0000:0000:ffff:0000:0000"));
+}
+
+static void dgx_h100_takes_the_eight_ndr_hcas(void**) {
+    auto c = choose("dgx-h100", Mode::Auto);
+    assert_str(c.fabric, "ib");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+    assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "<unset>");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "<unset>");
+    assert_false(verdict(c, "mlx5_8:1").chosen);
+    assert_contains(verdict(c, "mlx5_8:1").reason, "RoCE, while InfiniBand ports are ACTIVE");
+    assert_int_equal(c.ports.size(), 10);
+    assert_true(verdict(c, "mlx5_9:1").port.rate_gbps == 200);
+    assert_str(verdict(c, "mlx5_9:1").port.netdev, "enp9s0f0");
+    assert_int_equal(verdict(c, "mlx5_9:1").port.mtu, 9000);
+    assert_str(verdict(c, "mlx5_3:1").port.netdev, "ibp3s0");  // IPoIB
+}
+
+static void roce_only_uses_the_v2_ipv4_gid(void**) {
+    auto c = choose("roce-only", Mode::Auto);
+    assert_str(c.fabric, "roce");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1");
+    assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "3");
+    assert_int_equal(c.warnings.size(), 0);
+}
+
+static void roce_gid_index_mismatch_warns(void**) {
+    auto c = choose("roce-mixed-gid", Mode::Auto);
+    assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "3");  // two ports of three agree
+    assert_int_equal(verdict(c, "mlx5_1:1").port.gid_index.value_or(99), 5);
+    assert_int_equal(c.warnings.size(), 1);
+    assert_contains(c.warnings[0], "different indexes");
+}
+
+static void no_rdma_means_sockets(void**) {
+    auto c = choose("no-rdma", Mode::Auto);
+    assert_str(c.fabric, "socket");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "1");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "<unset>");
+    assert_contains(c.why, "no RDMA ports at all");
+}
+
+static void down_and_disabled_ports_are_never_listed(void**) {
+    auto c = choose("down-port", Mode::Auto);
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1");
+    assert_contains(verdict(c, "mlx5_1:1").reason, "state DOWN (Polling)");
+    assert_contains(verdict(c, "mlx5_2:1").reason, "state DOWN (Disabled)");
+}
+
+static void dual_port_lists_only_active_port(void**) {
+    auto c = choose("dual-port", Mode::Auto);
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1");
+}
+
+static void only_the_fastest_rate_class(void**) {
+    auto c = choose("mixed-rates", Mode::Auto);
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_10:1");  // natural order; missing link_layer = IB
+    assert_contains(verdict(c, "mlx5_1:1").reason, "200 Gb/s, slower than the fastest 400 Gb/s");
+}
+
+static void junk_skips_ports_with_a_reason(void**) {
+    auto c = choose("junk", Mode::Auto);
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_4:1");
+    assert_contains(verdict(c, "mlx5_0:1").reason, "state 'ACTIVE' is not like '4: ACTIVE'");
+    assert_contains(verdict(c, "mlx5_1:1").reason, "rate 'fast'");
+    assert_contains(verdict(c, "mlx5_2:1").reason, "link_layer 'Token Ring'");
+    assert_contains(verdict(c, "mlx5_3:1").reason, "cannot read");
+    assert_contains(verdict(c, "mlx5_5:0").reason, "no ports directory");
+}
+
+static void missing_root_is_no_rdma(void**) {
+    auto c = choose_fabric(read_sysfs_ports("/nonexistent/mn-nccl"), Mode::Auto);
+    assert_str(c->fabric, "socket");
+}
+
+static void forced_classes(void**) {
+    auto ib = choose_fabric(read_sysfs_ports(tree("roce-only")), Mode::Ib);
+    assert_false(ib.ok());
+    assert_contains(ib.problem().what, "no ACTIVE InfiniBand port (it has: RoCE ACTIVE mlx5_0:1,mlx5_1:1)");
+    auto roce = choose_fabric(read_sysfs_ports(tree("down-port")), Mode::Roce);
+    assert_false(roce.ok());
+    assert_contains(roce.problem().what, "InfiniBand ACTIVE mlx5_0:1; InfiniBand DOWN mlx5_1:1,mlx5_2:1");
+    auto dgx_roce = choose("dgx-h100", Mode::Roce);
+    assert_str(env_of(dgx_roce, "NCCL_IB_HCA"), "=mlx5_8:1,mlx5_9:1");
+    assert_str(env_of(dgx_roce, "NCCL_IB_GID_INDEX"), "3");
+    auto sock = choose("dgx-h100", Mode::Socket);
+    assert_str(env_of(sock, "NCCL_IB_DISABLE"), "1");
+    assert_str(env_of(sock, "NCCL_IB_HCA"), "<unset>");
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kernel_formats),
+        cmocka_unit_test(dgx_h100_takes_the_eight_ndr_hcas),
+        cmocka_unit_test(roce_only_uses_the_v2_ipv4_gid),
+        cmocka_unit_test(roce_gid_index_mismatch_warns),
+        cmocka_unit_test(no_rdma_means_sockets),
+        cmocka_unit_test(down_and_disabled_ports_are_never_listed),
+        cmocka_unit_test(dual_port_lists_only_active_port),
+        cmocka_unit_test(only_the_fastest_rate_class),
+        cmocka_unit_test(junk_skips_ports_with_a_reason),
+        cmocka_unit_test(missing_root_is_no_rdma),
+        cmocka_unit_test(forced_classes),
+    };
+    return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr);
+}

@@ -1,0 +1,124 @@
+#include <set>
+
+#include "lib/plan/step_layout.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+static void tasks_per_node_forms(void**) {
+    auto v = parse_tasks_per_node("2(x3),1");
+    assert_true(v.ok());
+    assert_int_equal(v->size(), 4);
+    assert_int_equal((*v)[0], 2);
+    assert_int_equal((*v)[2], 2);
+    assert_int_equal((*v)[3], 1);
+    auto w = parse_tasks_per_node("4");
+    assert_int_equal(w->size(), 1);
+    assert_int_equal((*w)[0], 4);
+    for (const char* bad : {"", "2(x", "2(x0)", "a", "2,,1", "2(y3)", "1(x3"}) {
+        auto b = parse_tasks_per_node(bad);
+        if (b.ok()) fail_msg("'%s' should be refused", bad);
+        assert_contains(b.problem().what, "SLURM_STEP_TASKS_PER_NODE");
+    }
+}
+
+static StepFacts facts(uint32_t nnodes, uint32_t node_id, uint32_t local, uint32_t total, const char* tpn) {
+    StepFacts f;
+    f.job_id = 42;
+    f.step_id = 0;
+    f.nnodes = nnodes;
+    f.node_id = node_id;
+    f.local_tasks = local;
+    f.total_tasks = total;
+    f.nodelist = "n[0-9]";
+    f.tasks_per_node = tpn;
+    return f;
+}
+
+static void facts_must_agree(void**) {
+    assert_true(check_facts(facts(3, 0, 2, 5, "2(x2),1")).ok());
+    assert_contains(check_facts(facts(3, 0, 2, 6, "2(x2),1")).problem().what, "adds up to 5");
+    assert_contains(check_facts(facts(2, 0, 2, 5, "2(x2),1")).problem().what, "lists 3 nodes");
+    assert_contains(check_facts(facts(3, 2, 2, 5, "2(x2),1")).problem().what, "says 1");
+    assert_contains(check_facts(facts(3, 3, 1, 5, "2(x2),1")).problem().what, "node id 3");
+    assert_contains(check_facts(facts(0, 0, 0, 0, "")).problem().what, "no nodes");
+}
+
+static void launch_detection(void**) {
+    // One task on each node: a launcher per node (torchrun).
+    assert_true(resolve_launch(LaunchMode::Detect, facts(4, 0, 1, 4, "1(x4)")) == LaunchMode::Node);
+    // Several tasks somewhere: a task per GPU.
+    assert_true(resolve_launch(LaunchMode::Detect, facts(3, 0, 2, 5, "2(x2),1")) == LaunchMode::Task);
+    assert_true(resolve_launch(LaunchMode::Detect, facts(1, 0, 4, 4, "4")) == LaunchMode::Task);
+    // The user's word wins.
+    assert_true(resolve_launch(LaunchMode::Task, facts(4, 0, 1, 4, "1(x4)")) == LaunchMode::Task);
+}
+
+static void ports_stay_in_range(void**) {
+    PortRange r;
+    for (uint32_t job = 0; job < 5000; job += 7)
+        for (uint32_t step = 0; step < 40; ++step) {
+            uint16_t p = derive_port(r, job, step);
+            assert_in_range(p, r.lo, r.hi);
+        }
+    PortRange tiny{30000, 30004};
+    for (uint32_t job = 0; job < 100; ++job) assert_in_range(derive_port(tiny, job, 3), 30000, 30004);
+}
+
+static void concurrent_steps_of_a_job_differ(void**) {
+    PortRange r;
+    std::set<uint16_t> seen;
+    for (uint32_t step = 0; step < 16; ++step) seen.insert(derive_port(r, 123456, step));
+    assert_int_equal(seen.size(), 16);
+}
+
+static void nearby_jobs_differ(void**) {
+    PortRange r;  // 10000 ports: 625 jobs in a row never share a port
+    std::set<uint16_t> seen;
+    for (uint32_t job = 9000; job < 9000 + 625; ++job)
+        for (uint32_t step = 0; step < 2; ++step) seen.insert(derive_port(r, job, step));
+    assert_int_equal(seen.size(), 625 * 2);
+}
+
+static void same_inputs_same_port(void**) {
+    PortRange r;
+    assert_int_equal(derive_port(r, 77, 3), derive_port(r, 77, 3));
+}
+
+static void rendezvous_ids(void**) {
+    assert_str(rdzv_id(1234, 0), "1234.0");
+    assert_true(rdzv_id(1234, 0) != rdzv_id(1234, 1));
+}
+
+static void training_steps(void**) {
+    assert_true(is_training_step(0));
+    assert_true(is_training_step(17));
+    assert_false(is_training_step(kBatchStepId));
+    assert_false(is_training_step(kExternStepId));
+    assert_false(is_training_step(kInteractiveStepId));
+}
+
+static void gpu_counts(void**) {
+    assert_int_equal(count_gpus("0,1,2,3", "0,1,2,3", "4"), 4);
+    assert_int_equal(count_gpus("", "2,3", ""), 2);
+    assert_int_equal(count_gpus("", "NoDevFiles", "0"), 0);
+    assert_int_equal(count_gpus("", "", "8"), 8);
+    assert_int_equal(count_gpus("", "", "x"), 0);
+    assert_int_equal(count_gpus("", "", ""), 0);
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(tasks_per_node_forms),
+        cmocka_unit_test(facts_must_agree),
+        cmocka_unit_test(launch_detection),
+        cmocka_unit_test(ports_stay_in_range),
+        cmocka_unit_test(concurrent_steps_of_a_job_differ),
+        cmocka_unit_test(nearby_jobs_differ),
+        cmocka_unit_test(same_inputs_same_port),
+        cmocka_unit_test(rendezvous_ids),
+        cmocka_unit_test(training_steps),
+        cmocka_unit_test(gpu_counts),
+    };
+    return cmocka_run_group_tests_name("step_layout", tests, nullptr, nullptr);
+}
