@@ -130,6 +130,9 @@ fi
 version=$(mn-preflight --version 2>&1)
 grep -q "built for Slurm $series" <<<"$version" && pass "mn-preflight --version: $version" ||
   fail "mn-preflight --version names Slurm $series" "$version"
+# The packaged binary never obeys the test build's fault-injection variables.
+! grep -q 'test hooks' <<<"$version" && pass "the packaged mn-preflight has no test hooks" ||
+  fail "the packaged mn-preflight has no test hooks (configure without --enable-test-hooks)" "$version"
 
 # ---- a real job through the installed plugin ----------------------------------
 # Slurm's own plugstack.conf where it includes plugstack.conf.d (Debian's
