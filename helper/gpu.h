@@ -2,7 +2,10 @@
 // (libnccl.so.2) and NVML (libnvidia-ml.so.1) are loaded at run time, so
 // one build serves GPU and CPU-only nodes and follows whatever NCCL the
 // node has; their types come from cuda.h, nccl.h and nvml.h when configure
-// found them. No CUDA, NCCL or NVML type leaves this file's .cc.
+// found them. The code is in helper/gpu/, one room per library (cuda,
+// nccl, nvml, libraries: loading them), the GPUs opened for the check
+// (lanes), the polling waits (wait) and the all-reduce's steps
+// (allreduce); no CUDA, NCCL or NVML type leaves that folder.
 #pragma once
 
 #include <cstdint>

@@ -98,6 +98,70 @@ void report_failure(int code, const std::string& output, const InlineOptions& io
         " was not started on any node; nodes to exclude: " + nodes);
 }
 
+// The check in a child process, its stdout into `out_fd` when >= 0.
+pid_t start_check(const CheckOptions& o, const InlineOptions& io, int out_fd) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t child = fork();
+    if (child != 0) return child;
+    if (out_fd >= 0) dup2(out_fd, STDOUT_FILENO);
+    // The check's rendezvous, away from the program's MASTER_PORT.
+    if (io.port) setenv("MASTER_PORT", std::to_string(io.port).c_str(), 1);
+    const int code = run_check(o);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(code);
+}
+
+// Passes what the check writes on to our stdout as it comes, and keeps it
+// (rank 0 reads the nodes to exclude from it).
+std::string relay(int fd) {
+    std::string output;
+    char buf[4096];
+    while (true) {
+        const ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        output.append(buf, static_cast<std::size_t>(n));
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = write(STDOUT_FILENO, buf + done, static_cast<std::size_t>(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += w;
+        }
+    }
+    return output;
+}
+
+// srun's signals go to the check while it runs (on), then back to their
+// defaults (off).
+void forward_signals(bool on) {
+    struct sigaction sa {};
+    sa.sa_handler = on ? forward : SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
+}
+
+// The check's exit code (128 + the signal that ended it).
+int wait_check(pid_t child) {
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// On PASS: the program in this process; returns only when it cannot run.
+int exec_program(const InlineOptions& io) {
+    std::vector<char*> argv;
+    for (const auto& a : io.program) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int err = errno;
+    std::fprintf(stderr, "mn-preflight: %s: the check passed, but %s cannot run: %s\n", env_or("SLURMD_NODENAME", "?").c_str(),
+                 io.program[0].c_str(), std::strerror(err));
+    return err == ENOENT ? 127 : 126;
+}
+
 }  // namespace
 
 int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
@@ -116,65 +180,27 @@ int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
         std::fprintf(stderr, "mn-preflight: pipe: %s\n", std::strerror(errno));
         return kCheckFailed;
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t child = fork();
+    const pid_t child = start_check(o, io, capture ? pfd[1] : -1);
     if (child < 0) {
         std::fprintf(stderr, "mn-preflight: fork: %s\n", std::strerror(errno));
         return kCheckFailed;
     }
-    if (child == 0) {
-        if (capture) dup2(pfd[1], STDOUT_FILENO);
-        // The check's rendezvous, away from the program's MASTER_PORT.
-        if (io.port) setenv("MASTER_PORT", std::to_string(io.port).c_str(), 1);
-        const int code = run_check(o);
-        std::fflush(stdout);
-        std::fflush(stderr);
-        _exit(code);
-    }
     g_child = child;
-    struct sigaction sa {};
-    sa.sa_handler = forward;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
-
+    forward_signals(true);
     std::string output;
     if (capture) {
         close(pfd[1]);
-        char buf[4096];
-        while (true) {
-            const ssize_t n = read(pfd[0], buf, sizeof buf);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            output.append(buf, static_cast<std::size_t>(n));
-            for (ssize_t done = 0; done < n;) {
-                const ssize_t w = write(STDOUT_FILENO, buf + done, static_cast<std::size_t>(n - done));
-                if (w < 0 && errno == EINTR) continue;
-                if (w <= 0) break;
-                done += w;
-            }
-        }
+        output = relay(pfd[0]);
         close(pfd[0]);
     }
-    int st = 0;
-    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
-    }
+    const int code = wait_check(child);
     g_child = 0;
-    sa.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &sa, nullptr);
-    const int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    forward_signals(false);
     if (code != kPass) {
         if (rank0) report_failure(code, output, io);
         return code;
     }
-    std::vector<char*> argv;
-    for (const auto& a : io.program) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    const int err = errno;
-    std::fprintf(stderr, "mn-preflight: %s: the check passed, but %s cannot run: %s\n", env_or("SLURMD_NODENAME", "?").c_str(),
-                 io.program[0].c_str(), std::strerror(err));
-    return err == ENOENT ? 127 : 126;
+    return exec_program(io);
 }
 
 }  // namespace mn

@@ -1,0 +1,93 @@
+#include "helper/gpu/lanes.h"
+
+#include <mutex>
+
+#include "helper/gpu.h"
+#include "helper/gpu/libraries.h"
+#include "lib/check/preflight.h"
+
+namespace mn::gpu {
+namespace {
+
+// What prepare() set up, for run_allreduce().
+struct Prepared {
+    std::mutex mu;
+    std::vector<Lane> lanes;
+    std::size_t bytes = 0;
+};
+
+Prepared& prepared() {
+    static Prepared p;
+    return p;
+}
+
+// NCCL's own buffers, per GPU, beside the check's: about this much must
+// stay free, or its init fails (the out-of-memory of a GPU another process
+// holds).
+constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
+
+// A copy there and back of a pattern, checked; then the memory left.
+std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes) {
+    std::vector<float> host(bytes / sizeof(float)), back(host.size());
+    fill_pattern(host, 3);
+    CUresult r = cu.htod(ln.buf, host.data(), bytes);
+    if (r == CUDA_SUCCESS) r = cu.dtoh(back.data(), ln.buf, bytes);
+    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to and from the GPU";
+    if (back != host) return describe(ln.dev) + ": returned different data from a copy there and back";
+    std::size_t free_b = 0, total_b = 0;
+    r = cu.mem_info(&free_b, &total_b);
+    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " reading its free memory";
+    if (free_b < kNcclHeadroom)
+        return describe(ln.dev) + ": only " + std::to_string(free_b >> 20) + " MiB of " + std::to_string(total_b >> 20) +
+               " MiB free after the check's buffers; NCCL needs about " + std::to_string(kNcclHeadroom >> 20) +
+               " MiB: another process holds the GPU's memory (nvidia-smi shows which)";
+    return "";
+}
+
+}  // namespace
+
+std::string open_lane(Lane& ln, std::size_t bytes) {
+    const Cuda& cu = libraries().cuda;
+    CUdevice d = 0;
+    CUresult r = cu.device_get(&d, ln.dev);
+    if (r == CUDA_SUCCESS) r = cu.ctx_retain(&ln.ctx, d);
+    if (r == CUDA_SUCCESS) r = cu.ctx_set(ln.ctx);
+    if (r == CUDA_SUCCESS) r = cu.stream_create(&ln.stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t0, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t1, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, sizeof(float));
+    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.buf, bytes);
+    if (r != CUDA_SUCCESS)
+        return describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) +
+               " MiB";
+    return check_lane(cu, ln, bytes);
+}
+
+std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t bytes) {
+    std::lock_guard<std::mutex> g(prepared().mu);
+    const std::vector<Lane>& lanes = prepared().lanes;
+    bool same = prepared().bytes >= bytes && lanes.size() == devices.size();
+    for (std::size_t l = 0; same && l < devices.size(); ++l) same = lanes[l].dev == devices[l];
+    return same ? lanes : std::vector<Lane>{};
+}
+
+double lane_seconds(const Cuda& cu, const Lane& ln) {
+    float ms = 0;
+    cu.ctx_set(ln.ctx);
+    return cu.event_elapsed(&ms, ln.t0, ln.t1) == CUDA_SUCCESS ? ms / 1e3 : 0;
+}
+
+std::string prepare(const std::vector<int>& devs, std::size_t bytes) {
+    if (!libraries().loaded) return libraries().why;
+    std::vector<Lane> lanes(devs.size());
+    for (std::size_t l = 0; l < devs.size(); ++l) {
+        lanes[l].dev = devs[l];
+        if (std::string e = open_lane(lanes[l], bytes); !e.empty()) return e;
+    }
+    std::lock_guard<std::mutex> g(prepared().mu);
+    prepared().lanes = lanes;
+    prepared().bytes = bytes;
+    return "";
+}
+
+}  // namespace mn::gpu

@@ -1,0 +1,160 @@
+#include "helper/gpu/nccl.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <thread>
+
+#include "helper/gpu.h"
+#include "helper/gpu/libraries.h"
+#include "helper/gpu/symbols.h"
+#include "lib/check/preflight.h"
+
+namespace mn::gpu {
+namespace {
+
+// Every live communicator, for abort_nccl(), and whether it was called.
+struct Tracking {
+    std::mutex mu;
+    std::vector<ncclComm_t> comms;
+    std::atomic<bool> aborted{false};
+};
+
+Tracking& tracking() {
+    static Tracking t;
+    return t;
+}
+
+std::string& nccl_log_path() {
+    static std::string path;
+    return path;
+}
+
+// NCCL's own reason for an error: the last WARN line it wrote to our log.
+std::string nccl_warning() {
+    std::ifstream in(nccl_log_path());
+    std::string line, last;
+    while (std::getline(in, line))
+        if (line.find("NCCL WARN") != std::string::npos) last = line;
+    const auto at = last.find("NCCL WARN");
+    return at == std::string::npos ? "" : last.substr(at);
+}
+
+}  // namespace
+
+void* open_nccl(std::string& why) {
+    const char* path = std::getenv("MN_PREFLIGHT_NCCL");
+    void* lib = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib)
+        why = std::string("no NCCL (") + (path && *path ? path : "libnccl.so.2") +
+              " not found; set MN_PREFLIGHT_NCCL=/path/to/libnccl.so.2)";
+    return lib;
+}
+
+bool bind_nccl(void* lib, Nccl& n) {
+#if HAVE_NCCL_H
+    const char* init_name = "ncclCommInitRankConfig";
+#else
+    const char* init_name = "ncclCommInitRank";
+#endif
+    bool ok = sym(lib, "ncclGetVersion", n.version) && sym(lib, "ncclGetUniqueId", n.unique_id) &&
+              sym(lib, init_name, n.comm_init) && sym(lib, "ncclAllReduce", n.all_reduce) &&
+              sym(lib, "ncclGroupStart", n.group_start) && sym(lib, "ncclGroupEnd", n.group_end) &&
+              sym(lib, "ncclCommDestroy", n.comm_destroy) && sym(lib, "ncclCommAbort", n.comm_abort) &&
+              sym(lib, "ncclCommGetAsyncError", n.async_error) && sym(lib, "ncclGetErrorString", n.error_string);
+    if (!ok) return false;
+    sym(lib, "ncclCommSplit", n.comm_split);
+    return true;
+}
+
+ncclResult_t comm_init(const Nccl& n, InitConfig& c, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+#if HAVE_NCCL_H
+    return n.comm_init(comm, nranks, id, rank, &c.config);
+#else
+    (void)c;
+    return n.comm_init(comm, nranks, id, rank);
+#endif
+}
+
+ncclResult_t group_end(const Nccl& n) {
+    ncclResult_t r = n.group_end();
+    return r == ncclInProgress ? ncclSuccess : r;
+}
+
+void set_nccl_log(const std::string& path) { nccl_log_path() = path; }
+
+std::string nccl_error(ncclResult_t r) {
+    std::string what = "NCCL error " + std::to_string(static_cast<int>(r)) + " (" +
+                       libraries().nccl.error_string(r) + ")";
+    const std::string warn = nccl_warning();
+    return warn.empty() ? what : what + ": " + warn;
+}
+
+bool nccl_is_peer(ncclResult_t r) {
+    return r != ncclUnhandledCudaError && r != ncclInvalidArgument && r != ncclInvalidUsage;
+}
+
+std::vector<std::string> transports_in(const std::string& path) {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return nccl_transports(text);
+}
+
+std::string unique_id() {
+    ncclUniqueId id{};
+    if (libraries().nccl.unique_id(&id) != ncclSuccess) return "";
+    std::string hex;
+    static const char kDigits[] = "0123456789abcdef";
+    for (char c : id.internal) {
+        hex.push_back(kDigits[(static_cast<unsigned char>(c) >> 4) & 15]);
+        hex.push_back(kDigits[static_cast<unsigned char>(c) & 15]);
+    }
+    return hex;
+}
+
+bool unique_id_from_hex(const std::string& hex, ncclUniqueId& id) {
+    if (hex.size() != 2 * sizeof id.internal) return false;
+    for (std::size_t i = 0; i < sizeof id.internal; ++i)
+        id.internal[i] = static_cast<char>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+    return true;
+}
+
+void track(ncclComm_t c) {
+    std::lock_guard<std::mutex> g(tracking().mu);
+    tracking().comms.push_back(c);
+}
+
+bool untrack(ncclComm_t c) {
+    std::lock_guard<std::mutex> g(tracking().mu);
+    auto& v = tracking().comms;
+    auto it = std::find(v.begin(), v.end(), c);
+    if (it == v.end()) return false;
+    v.erase(it);
+    return true;
+}
+
+bool stopped() { return tracking().aborted; }
+
+void abort_nccl() {
+    tracking().aborted = true;
+    // The polling waits see the flag within microseconds and stop touching
+    // their communicators; a thread inside a blocking NCCL call is what
+    // ncclCommAbort from here is for.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<ncclComm_t> comms;
+    {
+        std::lock_guard<std::mutex> g(tracking().mu);
+        comms.swap(tracking().comms);
+    }
+    const Libraries& libs = libraries();
+    if (!libs.loaded) return;
+    for (ncclComm_t c : comms) libs.nccl.comm_abort(c);
+}
+
+}  // namespace mn::gpu

@@ -1,0 +1,223 @@
+// NVML (libnvidia-ml.so.1, loaded on first use) and its readings of each
+// GPU for health(); absent on CPU nodes and in containers without the
+// driver's user libraries. NVML's types stay in this file.
+#include "helper/gpu.h"
+
+#include "build_config.h"
+
+#include <dlfcn.h>
+
+#include "helper/gpu/libraries.h"
+#include "helper/gpu/symbols.h"
+
+#if HAVE_NVML_H
+#include <nvml.h>
+#else
+// FALLBACK without nvml.h: NVML's documented C signatures and constants for
+// the calls used. Build with nvml.h (CUDA's include directory,
+// libnvidia-ml-dev) to take them from there.
+extern "C" {
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef int nvmlEnableState_t;
+typedef int nvmlMemoryErrorType_t;
+typedef int nvmlEccCounterType_t;
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char*, nvmlDevice_t*);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int, char*, unsigned int);
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t, nvmlMemoryErrorType_t, nvmlEccCounterType_t, unsigned long long*);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t, unsigned int*, unsigned int*, unsigned int*, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t, unsigned int*);
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t, unsigned long long*);
+const char* nvmlErrorString(nvmlReturn_t);
+}
+#define NVML_SUCCESS 0
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_FEATURE_ENABLED 1
+#define NVML_MEMORY_ERROR_TYPE_UNCORRECTED 1
+#define NVML_VOLATILE_ECC 0
+#define NVML_NVLINK_MAX_LINKS 18
+#define nvmlClocksThrottleReasonHwSlowdown 0x8ULL
+#define nvmlClocksThrottleReasonSwThermalSlowdown 0x20ULL
+#define nvmlClocksThrottleReasonHwThermalSlowdown 0x40ULL
+#define nvmlClocksThrottleReasonHwPowerBrakeSlowdown 0x80ULL
+#endif
+
+namespace mn::gpu {
+namespace {
+
+struct Nvml {
+    bool loaded = false;
+    std::string why;
+    decltype(&nvmlInit_v2) init = nullptr;
+    decltype(&nvmlDeviceGetHandleByPciBusId_v2) by_bus = nullptr;
+    decltype(&nvmlDeviceGetComputeRunningProcesses_v3) processes = nullptr;
+    decltype(&nvmlSystemGetProcessName) process_name = nullptr;
+    decltype(&nvmlDeviceGetTotalEccErrors) ecc = nullptr;
+    decltype(&nvmlDeviceGetRetiredPagesPendingStatus) retire_pending = nullptr;
+    decltype(&nvmlDeviceGetRemappedRows) remapped = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkGeneration) gen = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkGeneration) gen_max = nullptr;
+    decltype(&nvmlDeviceGetCurrPcieLinkWidth) width = nullptr;
+    decltype(&nvmlDeviceGetMaxPcieLinkWidth) width_max = nullptr;
+    decltype(&nvmlDeviceGetNvLinkState) nvlink = nullptr;
+    // nvmlDeviceGetCurrentClocksEventReasons in newer drivers, the same
+    // call under its older name before.
+    nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
+    decltype(&nvmlErrorString) error_string = nullptr;
+};
+
+// NVML's text for `r`, or its number when the library has none.
+std::string nvml_error(const Nvml& n, nvmlReturn_t r) {
+    return n.error_string ? n.error_string(r) : std::to_string(r).c_str();
+}
+
+// The calls past init: each optional (an older driver lacks some, and
+// health() reads only what it has).
+void bind_readings(void* lib, Nvml& x) {
+    sym(lib, "nvmlDeviceGetComputeRunningProcesses_v3", x.processes);
+    sym(lib, "nvmlSystemGetProcessName", x.process_name);
+    sym(lib, "nvmlDeviceGetTotalEccErrors", x.ecc);
+    sym(lib, "nvmlDeviceGetRetiredPagesPendingStatus", x.retire_pending);
+    sym(lib, "nvmlDeviceGetRemappedRows", x.remapped);
+    sym(lib, "nvmlDeviceGetCurrPcieLinkGeneration", x.gen);
+    sym(lib, "nvmlDeviceGetMaxPcieLinkGeneration", x.gen_max);
+    sym(lib, "nvmlDeviceGetCurrPcieLinkWidth", x.width);
+    sym(lib, "nvmlDeviceGetMaxPcieLinkWidth", x.width_max);
+    sym(lib, "nvmlDeviceGetNvLinkState", x.nvlink);
+    if (!sym(lib, "nvmlDeviceGetCurrentClocksEventReasons", x.events))
+        sym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
+    sym(lib, "nvmlErrorString", x.error_string);
+}
+
+Nvml load() {
+    Nvml x;
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+        x.why = "libnvidia-ml.so.1 not found";
+        return x;
+    }
+    if (!sym(lib, "nvmlInit_v2", x.init) || !sym(lib, "nvmlDeviceGetHandleByPciBusId_v2", x.by_bus)) {
+        x.why = "libnvidia-ml.so.1 lacks nvmlInit_v2 (driver too old)";
+        return x;
+    }
+    bind_readings(lib, x);
+    if (nvmlReturn_t r = x.init(); r != NVML_SUCCESS) {
+        x.why = "nvmlInit failed: " + nvml_error(x, r);
+        return x;
+    }
+    x.loaded = true;
+    return x;
+}
+
+const Nvml& nvml() {
+    static const Nvml n = load();
+    return n;
+}
+
+// The compute processes on the GPU, by base name and MiB held.
+void read_processes(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
+    if (!n.processes) return;
+    std::vector<nvmlProcessInfo_t> p(64);
+    unsigned count = static_cast<unsigned>(p.size());
+    if (n.processes(h, &count, p.data()) != NVML_SUCCESS) return;
+    for (unsigned i = 0; i < count && i < p.size(); ++i) {
+        char name[256] = {0};
+        if (n.process_name) n.process_name(p[i].pid, name, sizeof name);
+        std::string base = name;
+        if (auto slash = base.rfind('/'); slash != std::string::npos) base = base.substr(slash + 1);
+        g.processes.push_back({p[i].pid, base, p[i].usedGpuMemory >> 20});
+    }
+}
+
+// Uncorrected ECC errors, page retirement and row remapping.
+void read_memory(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
+    unsigned long long ecc = 0;
+    if (n.ecc && n.ecc(h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) == NVML_SUCCESS)
+        g.ecc_uncorrected = ecc;
+    nvmlEnableState_t pending{};
+    if (n.retire_pending && n.retire_pending(h, &pending) == NVML_SUCCESS)
+        g.retirement_pending = pending == NVML_FEATURE_ENABLED;
+    unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
+    if (n.remapped && n.remapped(h, &corr, &unc, &is_pending, &failed) == NVML_SUCCESS) {
+        g.remap_pending = is_pending != 0;
+        g.remap_failed = failed != 0;
+    }
+}
+
+// PCIe generation and width, now and at most, and the NVLinks up.
+void read_links(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
+    unsigned v = 0;
+    if (n.gen && n.gen(h, &v) == NVML_SUCCESS) g.pcie_gen = v;
+    if (n.gen_max && n.gen_max(h, &v) == NVML_SUCCESS) g.pcie_gen_max = v;
+    if (n.width && n.width(h, &v) == NVML_SUCCESS) g.pcie_width = v;
+    if (n.width_max && n.width_max(h, &v) == NVML_SUCCESS) g.pcie_width_max = v;
+    for (unsigned link = 0; n.nvlink && link < NVML_NVLINK_MAX_LINKS; ++link) {
+        nvmlEnableState_t up{};
+        if (n.nvlink(h, link, &up) != NVML_SUCCESS) continue;  // no such link
+        ++g.nvlinks;
+        if (up == NVML_FEATURE_ENABLED) ++g.nvlinks_up;
+    }
+}
+
+// Why the clocks are held down now: slowdown, thermal, power brake.
+void read_clock_events(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
+    unsigned long long reasons = 0;
+    if (!n.events || n.events(h, &reasons) != NVML_SUCCESS) return;
+    g.hw_slowdown = reasons & nvmlClocksThrottleReasonHwSlowdown;
+    g.sw_thermal = reasons & nvmlClocksThrottleReasonSwThermalSlowdown;
+    g.hw_thermal = reasons & nvmlClocksThrottleReasonHwThermalSlowdown;
+    g.power_brake = reasons & nvmlClocksThrottleReasonHwPowerBrakeSlowdown;
+}
+
+// One CUDA device's readings, found in NVML by its PCI bus id.
+GpuReadings read_gpu(const Nvml& n, int dev) {
+    GpuReadings g;
+    g.gpu = describe(dev);
+    const Libraries& libs = libraries();
+    char bus[32] = {0};
+    CUdevice d = 0;
+    if (!n.loaded) {
+        g.nvml_error = n.why;
+        return g;
+    }
+    if (!libs.loaded || libs.cuda.device_get(&d, dev) != CUDA_SUCCESS ||
+        libs.cuda.bus_id(bus, sizeof bus, d) != CUDA_SUCCESS) {
+        g.nvml_error = "no PCI bus id from CUDA";
+        return g;
+    }
+    nvmlDevice_t h = nullptr;
+    if (nvmlReturn_t r = n.by_bus(bus, &h); r != NVML_SUCCESS) {
+        g.nvml_error = std::string("NVML does not know ") + bus + " (" + nvml_error(n, r) + ")";
+        return g;
+    }
+    g.nvml = true;
+    read_processes(n, h, g);
+    read_memory(n, h, g);
+    read_links(n, h, g);
+    read_clock_events(n, h, g);
+    return g;
+}
+
+}  // namespace
+
+std::vector<GpuReadings> health(const std::vector<int>& devs) {
+    std::vector<GpuReadings> out;
+    const Nvml& n = nvml();
+    for (int dev : devs) out.push_back(read_gpu(n, dev));
+    return out;
+}
+
+}  // namespace mn::gpu

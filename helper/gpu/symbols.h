@@ -1,0 +1,16 @@
+// One dlsym'd call, typed: the loaders of CUDA, NCCL and NVML take each
+// call's type from its declaration (the library's header or our fallback).
+#pragma once
+
+#include <dlfcn.h>
+
+namespace mn::gpu {
+
+// `f` = the symbol `name` of `lib`; false when the library lacks it.
+template <typename F>
+bool sym(void* lib, const char* name, F& f) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    return f != nullptr;
+}
+
+}  // namespace mn::gpu
