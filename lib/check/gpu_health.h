@@ -1,5 +1,5 @@
 // GPU health as DCGM diag and NHC judge it, apart from NVML: what NVML
-// said about each GPU (helper/gpu.cc reads it) -> findings, each fail or
+// said about each GPU (helper/gpu/nvml.cc reads it) -> findings, each fail or
 // warn, naming the GPU, the node and the fix. mn-preflight(1) says why
 // each kind is a fail or a warning.
 #pragma once
