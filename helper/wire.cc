@@ -193,9 +193,14 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d) {
 std::string encode(const Fields& f) {
     std::string out;
     for (const auto& [k, v] : f) {
-        std::string clean = v;
-        std::replace(clean.begin(), clean.end(), '\n', ' ');
-        out += k + "=" + clean + "\n";
+        out += k;
+        out += '=';
+        for (char c : v) {
+            if (c == '\\') out += "\\\\";
+            else if (c == '\n') out += "\\n";
+            else out += c;
+        }
+        out += '\n';
     }
     return out;
 }
@@ -204,7 +209,18 @@ Fields decode(const std::string& text) {
     Fields f;
     for (const std::string& line : split_list(text, '\n')) {
         const std::size_t eq = line.find('=');
-        if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
+        if (eq == std::string::npos) continue;
+        std::string v;
+        for (std::size_t i = eq + 1; i < line.size(); ++i) {
+            const char next = i + 1 < line.size() ? line[i + 1] : '\0';
+            if (line[i] == '\\' && (next == '\\' || next == 'n')) {
+                v += next == 'n' ? '\n' : '\\';
+                ++i;
+            } else {
+                v += line[i];
+            }
+        }
+        f[line.substr(0, eq)] = v;
     }
     return f;
 }

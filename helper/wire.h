@@ -64,11 +64,16 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);
 bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
               const Deadline& d, std::string* err);
 
-// Messages: a 4-byte length, then "key=value" lines.
+// Messages: a 4-byte big-endian length, then "key=value" lines. Keys are
+// the program's own (no '=' or newline); a value may hold any bytes: a
+// backslash and a newline in it travel as "\\" and "\n", so every value
+// comes back exactly. helper/check/messages.h gives each message its type.
 using Fields = std::map<std::string, std::string>;
 bool send_msg(int fd, const Fields& f, const Deadline& d);
 std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err);
 std::string encode(const Fields& f);
+// Lines without '=' are skipped; an unknown escape is kept as it stands.
+Fields decode(const std::string& text);
 
 // Messages from many sockets at once, in the order they come: rank 0
 // hears whichever rank speaks first, so one rank's failure is not queued
@@ -93,6 +98,5 @@ private:
     std::map<std::size_t, Source> src_;
     std::optional<Event> take(std::size_t key, Source& s);
 };
-Fields decode(const std::string& text);
 
 }  // namespace mn::wire

@@ -35,30 +35,46 @@ Budgets Budgets::of(double t) {
     return b;
 }
 
-uint32_t Member::lanes() const {
-    auto it = hello.find("lanes");
-    return static_cast<uint32_t>(std::max(1, it == hello.end() ? 1 : std::atoi(it->second.c_str())));
-}
-
-std::string Step::who(uint32_t rank) const {
+std::string Lead::who(uint32_t rank) const {
     std::string label;
-    if (rank < members.size()) {
-        auto it = members[rank].hello.find("label");
-        if (it != members[rank].hello.end()) label = it->second + " ";
-    }
+    if (rank < members.size() && !members[rank].hello.label.empty()) label = members[rank].hello.label + " ";
     return label + "rank " + std::to_string(rank);
 }
 
-void Step::note(uint32_t rank, RankState s, const std::string& error) {
-    if (evidence.size() < self.world) {
-        evidence.resize(self.world);
-        for (uint32_t r = 0; r < self.world; ++r) {
+void Lead::note(uint32_t rank, RankState s, const std::string& error) {
+    if (evidence.size() < members.size()) {
+        evidence.resize(members.size());
+        for (uint32_t r = 0; r < members.size(); ++r) {
             evidence[r].rank = r;
-            evidence[r].node = members.size() > r ? members[r].node_index : 0;
+            evidence[r].node = members[r].node_index;
         }
     }
     evidence[rank].state = s;
     evidence[rank].error = error;
+}
+
+std::string Heard::gone(const std::string& phase) const {
+    if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
+    return "its process ended during " + phase + " (" + error + ")";
+}
+
+std::optional<Heard> Lead::hear(const Deadline& d) {
+    auto e = mux.next(d);
+    if (!e) return std::nullopt;
+    Heard h;
+    h.rank = static_cast<uint32_t>(e->key);
+    if (!e->msg) {
+        h.error = e->error;
+        return h;
+    }
+    auto m = msg::decode_from_rank(*e->msg);
+    if (!m) {
+        h.garbled = true;
+        h.error = m.problem().text();
+        return h;
+    }
+    h.msg = std::move(m.value());
+    return h;
 }
 
 namespace {
@@ -77,18 +93,12 @@ bool hook_names_rank(const char* var, uint32_t rank) {
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
 
-std::vector<double> split_numbers(const std::string& csv) {
-    std::vector<double> out;
-    for (const std::string& x : split_list(csv)) out.push_back(std::atof(x.c_str()));
-    return out;
-}
-
 // ---- the inbox of a rank other than 0 --------------------------------------
 
 struct Inbox::State {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<Fields> q;
+    std::deque<msg::FromLead> q;
     std::string closed;  // why the connection ended
 };
 
@@ -116,30 +126,31 @@ void Inbox::start(int fd, const Self& self, Deadline end) {
     std::thread([fd, self, end, s = st_] {
         while (true) {
             std::string err;
-            auto m = wire::recv_msg(fd, end, &err);
+            auto f = wire::recv_msg(fd, end, &err);
+            auto m = f ? msg::decode_from_lead(*f) : Outcome<msg::FromLead>(Problem{"", ""});
             std::lock_guard<std::mutex> g(s->mu);
-            if (!m) {
-                s->closed = err.empty() ? "rank 0 closed the connection" : err;
+            if (!f || !m) {
+                s->closed = !f ? (err.empty() ? "rank 0 closed the connection" : err)
+                               : "rank 0 sent a message that does not decode (" + m.problem().text() + ")";
                 s->cv.notify_all();
                 return;
             }
-            Fields& f = *m;
-            if (f["op"] == "stop") stop_now(self, std::atoi(f["code"].c_str()), f["why"]);
-            const bool last = f["op"] == "done";
-            s->q.push_back(std::move(f));
+            const auto* word = std::get_if<msg::Word>(&m.value());
+            if (word && !word->done) stop_now(self, word->code, word->why);
+            s->q.push_back(std::move(m.value()));
             s->cv.notify_all();
-            if (last) return;  // nothing follows done: leave the socket alone
+            if (word) return;  // nothing follows done: leave the socket alone
         }
     }).detach();
 }
 
-std::optional<Fields> Inbox::next(const Deadline& d, std::string* err) {
+std::optional<msg::FromLead> Inbox::next(const Deadline& d, std::string* err) {
     std::unique_lock<std::mutex> g(st_->mu);
     st_->cv.wait_until(g, d.at, [&] { return !st_->q.empty() || !st_->closed.empty(); });
     if (!st_->q.empty()) {
-        Fields f = std::move(st_->q.front());
+        msg::FromLead m = std::move(st_->q.front());
         st_->q.pop_front();
-        return f;
+        return m;
     }
     if (err) *err = st_->closed.empty() ? "time ran out" : st_->closed;
     return std::nullopt;

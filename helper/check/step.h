@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "helper/check.h"
+#include "helper/check/messages.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/check/blame.h"
@@ -31,7 +32,6 @@ namespace mn::check {
 
 using wire::Deadline;
 using wire::Fd;
-using wire::Fields;
 
 std::string env_or(const char* name, const std::string& dflt = "");
 
@@ -62,10 +62,11 @@ struct Budgets {
 // A rank other than 0: rank 0's messages, read by a thread of its own so
 // that a stop word lands while this rank is busy or stuck inside NCCL. On
 // "stop" that thread aborts NCCL and ends the process with rank 0's code.
+// A message that does not decode ends the inbox, saying so.
 class Inbox {
 public:
     void start(int fd, const Self& self, Deadline end);
-    std::optional<Fields> next(const Deadline& d, std::string* err);
+    std::optional<msg::FromLead> next(const Deadline& d, std::string* err);
     struct State;
 
 private:
@@ -74,10 +75,9 @@ private:
 
 // Rank 0's view of one rank.
 struct Member {
-    Fields hello;
+    msg::Hello hello;
     Fd ctl;  // rank 0's own entry has none
     uint32_t node_index = 0;
-    uint32_t lanes() const;
 };
 
 // One round of GPU pair tests: each lane's (NCCL rank's) color, -1 to sit
@@ -91,6 +91,7 @@ struct GpuRound {
     std::map<int, Pair> what;
 };
 
+// What every rank has, rank 0 included.
 struct Step {
     CheckOptions o;
     Self self;
@@ -106,18 +107,33 @@ struct Step {
     std::string nccl_log;
     Fd data_listen;
     uint16_t data_port = 0;
-    Fields hello;
+    msg::Hello hello;
     // GPU set-up and NVML's readings, started at launch so they overlap
     // the rendezvous: "" or the fault, and the readings.
     std::shared_future<std::pair<std::string, std::vector<GpuReadings>>> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
+};
 
-    // A rank other than 0.
+// A rank other than 0: its line to rank 0.
+struct Follower {
     Fd ctl;
     Inbox inbox;
+};
 
-    // Rank 0.
+// What rank 0 hears from a rank: a message, or why none will come (its
+// connection ended, or it sent something that does not decode: its fault).
+struct Heard {
+    uint32_t rank = 0;
+    std::optional<msg::FromRank> msg;
+    std::string error;
+    bool garbled = false;
+    // Why this rank is gone, in `phase`: for the verdict.
+    std::string gone(const std::string& phase) const;
+};
+
+// Rank 0: the members, what they said, and the report taking shape.
+struct Lead {
     std::vector<Member> members;
     wire::Mux mux;
     PreflightReport rep;
@@ -130,12 +146,20 @@ struct Step {
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;  // node pair rounds
     std::vector<GpuRound> gpu_rounds;
     std::vector<uint32_t> first_lane;    // each rank's first NCCL rank
-    std::vector<Fields> results;         // each rank's collective result
-    std::future<Fields> own;             // rank 0's own share, on a thread
+    std::vector<msg::Result> results;    // each rank's collective result
+    std::future<msg::Result> own;        // rank 0's own share, on a thread
 
     // The ranks of this step as rank 0 numbers them, for messages.
     std::string who(uint32_t rank) const;
     void note(uint32_t rank, RankState s, const std::string& error);
+    // The next message from any rank (or a rank's end); none at d.
+    std::optional<Heard> hear(const Deadline& d);
+    // Sends to every rank but 0.
+    template <typename M>
+    void tell_all(const M& m, const Deadline& d) {
+        for (uint32_t r = 1; r < members.size(); ++r)
+            if (members[r].ctl) msg::send(members[r].ctl.get(), m, d);
+    }
 };
 
 // The watchdog: nothing outlives --timeout.
@@ -157,22 +181,22 @@ bool exits_on_purpose(uint32_t rank);
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc
-bool prepare_self(Step& st);       // every rank: facts, GPU set-up started, data port
-bool join(Step& st);               // rank != 0: connect, prove the secret, say hello
-bool gather(Step& st);             // rank 0: every rank arrives
+bool prepare_self(Step& st);                // every rank: facts, GPU set-up started, data port
+bool join(Step& st, Follower& f);           // rank != 0: connect, prove the secret, say hello
+bool gather(Step& st, Lead& l);             // rank 0: every rank arrives
 // readiness.cc
-bool serve_readiness(Step& st);    // rank != 0
-bool lead_readiness(Step& st);     // rank 0: go, or the failure that stops everyone
+bool serve_readiness(Step& st, Follower& f);
+bool lead_readiness(Step& st, Lead& l);     // rank 0: go, or the failure that stops everyone
 // collective.cc
-bool serve_collective(Step& st);   // rank != 0
-bool lead_collective(Step& st);    // rank 0
-Fields run_share(const Fields& plan, const Step& st);  // this rank's part of the all-reduce
+bool serve_collective(Step& st, Follower& f);
+bool lead_collective(Step& st, Lead& l);
+msg::Result run_share(const msg::Plan& plan, const Step& st);  // this rank's part of the all-reduce
 // pairs.cc
-std::vector<std::vector<int>> gpu_pair_plan(Step& st);  // fills st.gpu_rounds: per round, each lane's color
-int serve_pairs(Step& st);         // rank != 0: pair tests on rank 0's cue, until done
-void lead_pairs(Step& st);         // rank 0
+std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
+int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's cue, until done
+void lead_pairs(Step& st, Lead& l);
 // verdict.cc
-int verdict(Step& st);             // rank 0: blame, print, tell every rank done or stop
+int verdict(Step& st, Lead& l);             // rank 0: blame, print, tell every rank done or stop
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {
@@ -191,6 +215,5 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
                          const std::string& secret, const Deadline& d);
 Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
                         const Deadline& d);
-std::vector<double> split_numbers(const std::string& csv);
 
 }  // namespace mn::check
