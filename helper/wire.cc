@@ -246,7 +246,22 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     return decode(body);
 }
 
+Mux::Mux() {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+}
+
+Mux::~Mux() {
+    for (int fd : wake_)
+        if (fd >= 0) ::close(fd);
+}
+
 void Mux::add(std::size_t key, int fd) { src_[key] = Source{fd, "", false}; }
+
+void Mux::wake() {
+    const char b = 1;
+    ssize_t rc = wake_[1] >= 0 ? ::write(wake_[1], &b, 1) : 0;
+    (void)rc;  // a full pipe wakes the reader just as well
+}
 
 std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     if (s.buf.size() < 4) return std::nullopt;
@@ -262,7 +277,25 @@ std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     return e;
 }
 
+std::optional<Mux::Event> Mux::read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+        Source& s = src_[keys[i]];
+        char chunk[65536];
+        ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
+        if (k > 0) {
+            s.buf.append(chunk, static_cast<std::size_t>(k));
+        } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            s.closed = true;
+            if (auto e = take(keys[i], s)) return e;
+            return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Mux::Event> Mux::next(const Deadline& d) {
+    bool last = false;
     while (true) {
         std::vector<pollfd> p;
         std::vector<std::size_t> keys;
@@ -272,21 +305,18 @@ std::optional<Mux::Event> Mux::next(const Deadline& d) {
             p.push_back({s.fd, POLLIN, 0});
             keys.push_back(k);
         }
-        if (p.empty() || d.passed()) return std::nullopt;
-        if (::poll(p.data(), p.size(), d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
-        for (std::size_t i = 0; i < p.size(); ++i) {
-            if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
-            Source& s = src_[keys[i]];
-            char chunk[65536];
-            ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
-            if (k > 0) {
-                s.buf.append(chunk, static_cast<std::size_t>(k));
-            } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                s.closed = true;
-                if (auto e = take(keys[i], s)) return e;
-                return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+        if (last) return std::nullopt;
+        // After the deadline, one round that reads what is there already.
+        last = d.passed();
+        if (wake_[0] >= 0) p.push_back({wake_[0], POLLIN, 0});
+        if (::poll(p.data(), p.size(), last ? 0 : d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
+        if (wake_[0] >= 0 && (p.back().revents & POLLIN)) {
+            char drain[64];
+            while (::read(wake_[0], drain, sizeof drain) > 0) {
             }
+            last = true;  // read what came with it, then return
         }
+        if (auto e = read_ready(p, keys)) return e;
     }
 }
 

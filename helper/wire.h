@@ -7,6 +7,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <poll.h>
 
 #include "lib/util/outcome.h"
 
@@ -77,17 +80,26 @@ Fields decode(const std::string& text);
 
 // Messages from many sockets at once, in the order they come: rank 0
 // hears whichever rank speaks first, so one rank's failure is not queued
-// behind another rank that is still busy (or stuck).
+// behind another rank that is still busy (or stuck). One thread reads;
+// wake() may be called from any thread.
 class Mux {
 public:
+    Mux();
+    ~Mux();
+    Mux(const Mux&) = delete;
+    Mux& operator=(const Mux&) = delete;
     void add(std::size_t key, int fd);
     struct Event {
         std::size_t key = 0;
         std::optional<Fields> msg;  // none: the socket closed or broke (error says how), once
         std::string error;
     };
-    // The next whole message (or a socket's end); none at the deadline.
+    // The next whole message (or a socket's end); none at the deadline or
+    // when woken. Once the deadline has passed it still reads what the
+    // sockets hold, without waiting.
     std::optional<Event> next(const Deadline& d);
+    // Makes a next() under way (or the next one) return at once.
+    void wake();
 
 private:
     struct Source {
@@ -96,7 +108,9 @@ private:
         bool closed = false;
     };
     std::map<std::size_t, Source> src_;
+    int wake_[2] = {-1, -1};
     std::optional<Event> take(std::size_t key, Source& s);
+    std::optional<Event> read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
 };
 
 }  // namespace mn::wire

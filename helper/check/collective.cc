@@ -215,7 +215,7 @@ bool serve_collective(Step& st, Follower& f) {
     auto m = f.inbox.next(st.end, &err);
     const auto* plan = m ? std::get_if<msg::Plan>(&*m) : nullptr;
     if (!plan) return false;
-    return msg::send(f.ctl.get(), run_share(*plan, st), st.end);
+    return f.ctl.send(run_share(*plan, st), st.end);
 }
 
 namespace {
@@ -263,7 +263,7 @@ void start_collective(Step& st, Lead& l) {
     // inside nodes (a color per GPU pair), each lane of a rank its color.
     const auto gpu_rounds = l.gpu_path ? gpu_pair_plan(st, l) : std::vector<std::vector<int>>{};
     set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
-    for (uint32_t r = 1; r < world; ++r) msg::send(l.members[r].ctl.get(), plan_for(st, l, r, lanes, id, gpu_rounds), st.end);
+    for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send(plan_for(st, l, r, lanes, id, gpu_rounds), st.end);
     auto own = std::make_shared<std::promise<msg::Result>>();
     l.own = own->get_future();
     std::thread([own, plan = plan_for(st, l, 0, lanes, id, gpu_rounds), &st] {
@@ -308,7 +308,7 @@ bool collect_results(Step& st, Lead& l) {
         if (!h->msg) {
             msg::Result gone;
             gone.kind = msg::Result::Kind::Fault;
-            gone.error = h->gone("the all-reduce");
+            gone.error = h->gone(msg::stage_name(msg::Stage::Collective));
             take(h->rank, gone);
         } else if (const auto* m = std::get_if<msg::Result>(&*h->msg)) {
             take(h->rank, *m);
@@ -365,6 +365,7 @@ bool sum_up(Step& st, Lead& l) {
 
 bool lead_collective(Step& st, Lead& l) {
     l.phase = "collective";
+    l.hub.stage(msg::Stage::Collective);
     start_collective(st, l);
     if (!collect_results(st, l) || !sum_up(st, l)) return false;
     progress(st.self, "all-reduce: busbw " + num(l.rep.coll.busbw_gbps) + " GB/s, result " +

@@ -33,34 +33,50 @@ std::string joined(const std::vector<T>& v) {
     return out;
 }
 
-// Builds a message's fields, typed.
+// Builds a message's fields, typed; within(P, ...) writes a part of the
+// message (a nested hello, a list's items) under keys "P.".
 class Writer {
 public:
     explicit Writer(const char* op) { f_["op"] = op; }
-    Writer& text(const char* k, const std::string& v) { return set(k, v); }
-    Writer& whole(const char* k, uint64_t v) { return set(k, std::to_string(v)); }
-    Writer& integer(const char* k, int64_t v) { return set(k, std::to_string(v)); }
-    Writer& real(const char* k, double v) { return set(k, real_text(v)); }
-    Writer& flag(const char* k, bool v) { return set(k, v ? "1" : "0"); }
-    Writer& texts(const char* k, const std::vector<std::string>& v) {
+    Writer& text(const std::string& k, const std::string& v) { return set(k, v); }
+    Writer& whole(const std::string& k, uint64_t v) { return set(k, std::to_string(v)); }
+    Writer& integer(const std::string& k, int64_t v) { return set(k, std::to_string(v)); }
+    Writer& real(const std::string& k, double v) { return set(k, real_text(v)); }
+    Writer& flag(const std::string& k, bool v) { return set(k, v ? "1" : "0"); }
+    Writer& texts(const std::string& k, const std::vector<std::string>& v) {
         whole(k, v.size());
-        for (std::size_t i = 0; i < v.size(); ++i) f_[std::string(k) + "." + std::to_string(i)] = v[i];
+        for (std::size_t i = 0; i < v.size(); ++i) text(k + "." + std::to_string(i), v[i]);
         return *this;
     }
     template <typename T>
-    Writer& rows(const char* k, const std::vector<std::vector<T>>& v) {
+    Writer& rows(const std::string& k, const std::vector<std::vector<T>>& v) {
         whole(k, v.size());
-        for (std::size_t i = 0; i < v.size(); ++i) f_[std::string(k) + "." + std::to_string(i)] = joined(v[i]);
+        for (std::size_t i = 0; i < v.size(); ++i) text(k + "." + std::to_string(i), joined(v[i]));
+        return *this;
+    }
+    template <typename Fn>
+    Writer& within(const std::string& k, Fn fn) {
+        const std::string saved = prefix_;
+        prefix_ += k + ".";
+        fn(*this);
+        prefix_ = saved;
+        return *this;
+    }
+    template <typename T, typename Fn>
+    Writer& list(const std::string& k, const std::vector<T>& v, Fn fn) {
+        whole(k, v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) within(k + "." + std::to_string(i), [&](Writer& w) { fn(w, v[i]); });
         return *this;
     }
     Fields done() { return std::move(f_); }
 
 private:
-    Writer& set(const char* k, std::string v) {
-        f_[k] = std::move(v);
+    Writer& set(const std::string& k, std::string v) {
+        f_[prefix_ + k] = std::move(v);
         return *this;
     }
     Fields f_;
+    std::string prefix_;
 };
 
 // Reads a message's fields, typed; the first missing or malformed field
@@ -73,20 +89,35 @@ public:
         else if (it->second != what) fail("'op' is '" + it->second + "'");
     }
     std::string text(const std::string& k) {
-        auto it = f_.find(k);
+        auto it = f_.find(prefix_ + k);
         if (it == f_.end()) {
-            fail("'" + k + "' is missing");
+            fail("'" + prefix_ + k + "' is missing");
             return "";
         }
         return it->second;
     }
-    bool has(const std::string& k) const { return f_.count(k) > 0; }
+    bool has(const std::string& k) const { return f_.count(prefix_ + k) > 0; }
+    template <typename Fn>
+    auto within(const std::string& k, Fn fn) {
+        const std::string saved = prefix_;
+        prefix_ += k + ".";
+        auto v = fn(*this);
+        prefix_ = saved;
+        return v;
+    }
+    template <typename Fn>
+    auto list(const std::string& k, Fn fn) {
+        std::vector<decltype(fn(*this))> out(whole(k, 0, kMaxItems));
+        for (std::size_t i = 0; i < out.size() && err_.empty(); ++i) out[i] = within(k + "." + std::to_string(i), fn);
+        return err_.empty() ? out : decltype(out){};
+    }
     uint64_t whole(const std::string& k, uint64_t lo, uint64_t hi) {
         const std::string v = text(k);
         if (!err_.empty()) return lo;
         uint64_t x = 0;
         if (!parse_whole(v, x) || x < lo || x > hi) {
-            fail("'" + k + "'='" + v + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+            fail("'" + prefix_ + k + "'='" + v + "' is not a whole number from " + std::to_string(lo) + " to " +
+                 std::to_string(hi));
             return lo;
         }
         return x;
@@ -95,7 +126,8 @@ public:
         const std::string v = text(k);
         int x = lo;
         if (err_.empty() && (!parse_int(v, x) || x < lo || x > hi)) {
-            fail("'" + k + "'='" + v + "' is not a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+            fail("'" + prefix_ + k + "'='" + v + "' is not a whole number from " + std::to_string(lo) + " to " +
+                 std::to_string(hi));
             return lo;
         }
         return x;
@@ -103,12 +135,12 @@ public:
     double real(const std::string& k) {
         const std::string v = text(k);
         double x = 0;
-        if (err_.empty() && !parse_real(v, x)) fail("'" + k + "'='" + v + "' is not a finite number");
+        if (err_.empty() && !parse_real(v, x)) fail("'" + prefix_ + k + "'='" + v + "' is not a finite number");
         return x;
     }
     bool flag(const std::string& k) {
         const std::string v = text(k);
-        if (err_.empty() && v != "0" && v != "1") fail("'" + k + "'='" + v + "' is not 0 or 1");
+        if (err_.empty() && v != "0" && v != "1") fail("'" + prefix_ + k + "'='" + v + "' is not 0 or 1");
         return v == "1";
     }
     // Which of `words` the field is.
@@ -121,7 +153,7 @@ public:
         }
         std::string list;
         for (const char* w : words) list += std::string(list.empty() ? "'" : ", '") + w + "'";
-        fail("'" + k + "'='" + v + "' is not one of " + list);
+        fail("'" + prefix_ + k + "'='" + v + "' is not one of " + list);
         return 0;
     }
     std::vector<std::string> texts(const std::string& k) {
@@ -174,7 +206,8 @@ private:
             for (std::size_t at = 0; err_.empty() && !v.empty() && at <= v.size();) {
                 const std::size_t comma = std::min(v.find(',', at), v.size());
                 T x{};
-                if (!parse(v.substr(at, comma - at), x)) fail("'" + key + "'='" + v + "' is not a list of " + kind);
+                if (!parse(v.substr(at, comma - at), x))
+                    fail("'" + prefix_ + key + "'='" + v + "' is not a list of " + kind);
                 out[i].push_back(x);
                 at = comma + 1;
             }
@@ -184,19 +217,18 @@ private:
     const Fields& f_;
     const char* what_;
     std::string err_;
+    std::string prefix_;
 };
 
-const char* kind_word(Result::Kind k) { return k == Result::Kind::Peer ? "peer" : k == Result::Kind::Fault ? "fault" : ""; }
+constexpr const char* kStageWords[] = {"rendezvous", "readiness", "collective", "pairs", "verdict"};
 
-}  // namespace
+Stage read_stage(Reader& r, const std::string& k) {
+    const auto& w = kStageWords;
+    return static_cast<Stage>(r.one_of(k, {w[0], w[1], w[2], w[3], w[4]}));
+}
 
-// ---- encoders ----------------------------------------------------------------
-
-Fields encode(const Challenge& m) { return Writer("challenge").text("nonce", m.nonce).done(); }
-
-Fields encode(const Hello& m) {
-    return Writer("hello")
-        .whole("rank", m.rank)
+void put_hello(Writer& w, const Hello& m) {
+    w.whole("rank", m.rank)
         .whole("node", m.node)
         .text("label", m.label)
         .text("slurm_node", m.slurm_node)
@@ -209,14 +241,30 @@ Fields encode(const Hello& m) {
         .texts("lane_gpus", m.lane_gpus)
         .text("data_addr", m.data_addr)
         .whole("data_port", m.data_port)
+        .whole("standby_port", m.standby_port)
         .text("fabric", m.sig.fabric)
         .text("hcas", m.sig.hcas)
         .real("rate", m.sig.rate_gbps)
         .whole("mtu", m.sig.mtu)
         .text("ifname", m.ifname)
         .texts("problems", m.problems)
-        .text("proof", m.proof)
-        .done();
+        .text("proof", m.proof);
+}
+
+const char* kind_word(Result::Kind k) {
+    return k == Result::Kind::Peer ? "peer" : k == Result::Kind::Fault ? "fault" : "";
+}
+
+}  // namespace
+
+// ---- encoders ----------------------------------------------------------------
+
+Fields encode(const Challenge& m) { return Writer("challenge").text("nonce", m.nonce).done(); }
+
+Fields encode(const Hello& m) {
+    Writer w("hello");
+    put_hello(w, m);
+    return w.done();
 }
 
 Fields encode(const Prepare& m) {
@@ -294,23 +342,39 @@ Fields encode(const FromRank& m) {
     return std::visit([](const auto& x) { return encode(x); }, m);
 }
 
+Fields encode(const Beat& m) {
+    return Writer("beat").text("stage", kStageWords[static_cast<int>(m.stage)]).done();
+}
+
+Fields encode(const Roster& m) {
+    return Writer("roster")
+        .within("lead", [&](Writer& w) { put_hello(w, m.lead); })
+        .list("standbys", m.standbys,
+              [](Writer& w, const Standby& s) {
+                  w.whole("rank", s.rank).text("label", s.label).text("addr", s.addr).whole("port", s.port);
+              })
+        .done();
+}
+
+Fields encode(const Superseded& m) {
+    return Writer("superseded").whole("by", m.by).text("by_label", m.by_label).integer("code", m.code).done();
+}
+
+Fields encode(const TakeoverReport& m) {
+    return Writer("takeover").within("hello", [&](Writer& w) { put_hello(w, m.hello); }).done();
+}
+
+Fields encode(const TakeoverAck& m) { return Writer("takeover_ack").whole("rank", m.rank).done(); }
+
 // ---- decoders ----------------------------------------------------------------
 
 namespace {
+
 constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
 constexpr uint64_t kU64 = std::numeric_limits<uint64_t>::max();
 constexpr int kIntMax = std::numeric_limits<int>::max();
-}  // namespace
 
-Outcome<Challenge> decode_challenge(const Fields& f) {
-    Reader r(f, "challenge");
-    Challenge m;
-    m.nonce = r.text("nonce");
-    return r.result(m);
-}
-
-Outcome<Hello> decode_hello(const Fields& f) {
-    Reader r(f, "hello");
+Hello get_hello(Reader& r) {
     Hello m;
     m.rank = static_cast<uint32_t>(r.whole("rank", 0, kU32));
     m.node = static_cast<uint32_t>(r.whole("node", 0, kU32));
@@ -325,6 +389,7 @@ Outcome<Hello> decode_hello(const Fields& f) {
     m.lane_gpus = r.texts("lane_gpus");
     m.data_addr = r.text("data_addr");
     m.data_port = static_cast<uint16_t>(r.whole("data_port", 0, 65535));
+    m.standby_port = static_cast<uint16_t>(r.whole("standby_port", 0, 65535));
     m.sig.fabric = r.text("fabric");
     m.sig.hcas = r.text("hcas");
     m.sig.rate_gbps = r.real("rate");
@@ -332,7 +397,65 @@ Outcome<Hello> decode_hello(const Fields& f) {
     m.ifname = r.text("ifname");
     m.problems = r.texts("problems");
     m.proof = r.text("proof");
+    return m;
+}
+
+}  // namespace
+
+const char* stage_name(Stage s) {
+    static const char* const names[] = {"the rendezvous", "readiness", "the all-reduce", "the pair tests", "the verdict"};
+    return names[static_cast<int>(s)];
+}
+
+Outcome<Beat> decode_beat(const Fields& f) {
+    Reader r(f, "beat");
+    return r.result(Beat{read_stage(r, "stage")});
+}
+
+Outcome<Roster> decode_roster(const Fields& f) {
+    Reader r(f, "roster");
+    Roster m;
+    m.lead = r.within("lead", get_hello);
+    m.standbys = r.list("standbys", [](Reader& in) {
+        Standby s;
+        s.rank = static_cast<uint32_t>(in.whole("rank", 0, kU32));
+        s.label = in.text("label");
+        s.addr = in.text("addr");
+        s.port = static_cast<uint16_t>(in.whole("port", 0, 65535));
+        return s;
+    });
     return r.result(m);
+}
+
+Outcome<Superseded> decode_superseded(const Fields& f) {
+    Reader r(f, "superseded");
+    Superseded m;
+    m.by = static_cast<uint32_t>(r.whole("by", 0, kU32));
+    m.by_label = r.text("by_label");
+    m.code = r.integer("code", 0, 255);
+    return r.result(m);
+}
+
+Outcome<TakeoverReport> decode_takeover_report(const Fields& f) {
+    Reader r(f, "takeover");
+    return r.result(TakeoverReport{r.within("hello", get_hello)});
+}
+
+Outcome<TakeoverAck> decode_takeover_ack(const Fields& f) {
+    Reader r(f, "takeover_ack");
+    return r.result(TakeoverAck{static_cast<uint32_t>(r.whole("rank", 0, kU32))});
+}
+
+Outcome<Challenge> decode_challenge(const Fields& f) {
+    Reader r(f, "challenge");
+    Challenge m;
+    m.nonce = r.text("nonce");
+    return r.result(m);
+}
+
+Outcome<Hello> decode_hello(const Fields& f) {
+    Reader r(f, "hello");
+    return r.result(get_hello(r));
 }
 
 Outcome<Prepare> decode_prepare(const Fields& f) {
@@ -449,6 +572,8 @@ std::string unknown(const std::string& op, const char* who) {
 
 Outcome<FromLead> decode_from_lead(const Fields& f) {
     const std::string op = op_of(f);
+    if (op == "beat") return widen<FromLead>(decode_beat(f));
+    if (op == "roster") return widen<FromLead>(decode_roster(f));
     if (op == "prepare") return widen<FromLead>(decode_prepare(f));
     if (op == "plan") return widen<FromLead>(decode_plan(f));
     if (op == "pair_cue") return widen<FromLead>(decode_pair_cue(f));
@@ -458,6 +583,8 @@ Outcome<FromLead> decode_from_lead(const Fields& f) {
 
 Outcome<FromRank> decode_from_rank(const Fields& f) {
     const std::string op = op_of(f);
+    if (op == "beat") return widen<FromRank>(decode_beat(f));
+    if (op == "superseded") return widen<FromRank>(decode_superseded(f));
     if (op == "ready") return widen<FromRank>(decode_ready(f));
     if (op == "result") return widen<FromRank>(decode_result(f));
     if (op == "pair_report") return widen<FromRank>(decode_pair_report(f));

@@ -20,6 +20,11 @@
 
 namespace mn::check::msg {
 
+// The check's phases, as rank 0 announces them in its heartbeats and as
+// messages name them ("stopped answering in the all-reduce").
+enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
+const char* stage_name(Stage s);
+
 // ---- rendezvous (the control connection to rank 0) ----------------------
 
 // Rank 0 -> a rank that connected: prove that you hold the step secret.
@@ -42,19 +47,45 @@ struct Hello {
     uint32_t gpus = 0;
     uint32_t lanes = 1;      // NCCL ranks of this process (its GPUs), at least 1
     std::vector<std::string> lane_gpus;  // "GPU1 (0000:19:00.0)" per lane
-    std::string data_addr;   // where the others reach its data port
+    std::string data_addr;   // where the others reach its data port (and its standby port)
     uint16_t data_port = 0;
+    uint16_t standby_port = 0;  // where it takes the others' reports if it gives the verdict in rank 0's place
     FabricSignature sig;
     std::string ifname;
     std::vector<std::string> problems;  // found at home (fabric discovery)
     std::string proof;
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, sig, ifname, problems, proof);
+                        data_port, standby_port, sig, ifname, problems, proof);
     }
 };
 
+// ---- both ways, on the control connection ----------------------------------
+
+// A heartbeat: every kBeat seconds each way, from a thread of its own, so
+// that a rank busy in a long GPU call still answers. Rank 0's says where it is.
+struct Beat {
+    Stage stage = Stage::Rendezvous;
+    auto tie() const { return std::tie(stage); }
+};
+
 // ---- rank 0 -> a rank ----------------------------------------------------
+
+// After the rendezvous: who gives the verdict if rank 0 is lost. The
+// standbys (ranks 1, 2, ... as many as kStandbys) in order: the lowest
+// that answers the others takes over; rank 0's hello names its node.
+struct Standby {
+    uint32_t rank = 0;
+    std::string label;  // its node, for messages
+    std::string addr;
+    uint16_t port = 0;
+    auto tie() const { return std::tie(rank, label, addr, port); }
+};
+struct Roster {
+    Hello lead;
+    std::vector<Standby> standbys;
+    auto tie() const { return std::tie(lead, standbys); }
+};
 
 // Readiness: set up for this path and buffer.
 struct Prepare {
@@ -137,6 +168,29 @@ struct PairReport {
     auto tie() const { return std::tie(tag, seconds, error); }
 };
 
+// The check ended without rank 0 (it was lost, and a standby gave the
+// verdict): should rank 0 come back, it ends quietly with this code.
+struct Superseded {
+    uint32_t by = 0;
+    std::string by_label;
+    int code = 0;
+    auto tie() const { return std::tie(by, by_label, code); }
+};
+
+// ---- when rank 0 is lost: a rank -> the standby that takes over -----------
+
+// On the standby's port: who this rank is; hello.proof is HMAC(step
+// secret, "takeover:" rank).
+struct TakeoverReport {
+    Hello hello;
+    auto tie() const { return std::tie(hello); }
+};
+// The standby's answer: it gives the verdict (its Word follows).
+struct TakeoverAck {
+    uint32_t rank = 0;
+    auto tie() const { return std::tie(rank); }
+};
+
 // ---- data connections (ring, pair tests) -----------------------------------
 
 // The first words on a data connection; proof is HMAC(step secret,
@@ -149,8 +203,8 @@ struct DataGreeting {
 };
 
 // What comes on the control connection after the hello.
-using FromLead = std::variant<Prepare, Plan, PairCue, Word>;
-using FromRank = std::variant<Ready, Result, PairReport>;
+using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, Word>;
+using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport>;
 
 wire::Fields encode(const Challenge& m);
 wire::Fields encode(const Hello& m);
@@ -162,6 +216,11 @@ wire::Fields encode(const Ready& m);
 wire::Fields encode(const Result& m);
 wire::Fields encode(const PairReport& m);
 wire::Fields encode(const DataGreeting& m);
+wire::Fields encode(const Beat& m);
+wire::Fields encode(const Roster& m);
+wire::Fields encode(const Superseded& m);
+wire::Fields encode(const TakeoverReport& m);
+wire::Fields encode(const TakeoverAck& m);
 wire::Fields encode(const FromLead& m);
 wire::Fields encode(const FromRank& m);
 
@@ -177,6 +236,11 @@ Outcome<Ready> decode_ready(const wire::Fields& f);
 Outcome<Result> decode_result(const wire::Fields& f);
 Outcome<PairReport> decode_pair_report(const wire::Fields& f);
 Outcome<DataGreeting> decode_data_greeting(const wire::Fields& f);
+Outcome<Beat> decode_beat(const wire::Fields& f);
+Outcome<Roster> decode_roster(const wire::Fields& f);
+Outcome<Superseded> decode_superseded(const wire::Fields& f);
+Outcome<TakeoverReport> decode_takeover_report(const wire::Fields& f);
+Outcome<TakeoverAck> decode_takeover_ack(const wire::Fields& f);
 Outcome<FromLead> decode_from_lead(const wire::Fields& f);
 Outcome<FromRank> decode_from_rank(const wire::Fields& f);
 

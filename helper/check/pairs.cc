@@ -6,6 +6,7 @@
 // each pair's two ranks. Each pair's timed loop stops after its budget
 // (0.02 x --timeout, 0.25 to 1 s).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -76,7 +77,7 @@ Round cue_round(Step& st, Lead& l, std::size_t k, double budget) {
             if (me == 0) {
                 round.own = m;
             } else {
-                msg::send(l.members[me].ctl.get(), m, st.end);
+                l.members[me].ctl.send(m, st.end);
                 round.expect[me] = m.tag;
             }
         }
@@ -84,24 +85,37 @@ Round cue_round(Step& st, Lead& l, std::size_t k, double budget) {
     return round;
 }
 
-// Every cued rank's report, or why none came.
-void await_round(Step& st, Lead& l, Round& round, double budget) {
+// Every cued rank's report and rank 0's own side (on a thread), or why
+// none came; false when a rank was lost meanwhile (noted: the pair tests
+// end there, the others stopped by it).
+bool await_round(Step& st, Lead& l, Round& round, double budget) {
     const Deadline wait = Deadline::in(std::min(st.end.left(), budget + 2));
-    while (!round.expect.empty()) {
-        auto h = l.hear(wait);
-        if (!h) break;
+    while (!round.expect.empty() || l.own_pair.valid()) {
+        if (l.own_pair.valid() && l.own_pair.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            round.take(l.own_pair.get());
+            continue;
+        }
+        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, wait.left()))));
+        if (!h && wait.passed()) break;
+        if (!h) continue;
+        if (!h->msg) {
+            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Pairs)));
+            l.stop_the_rest();
+            return false;
+        }
         auto it = round.expect.find(h->rank);
-        if (it == round.expect.end()) continue;
-        const auto* m = h->msg ? std::get_if<msg::PairReport>(&*h->msg) : nullptr;
-        if (m && m->tag == it->second) round.take(*m);
-        else if (!h->msg) round.errors[it->second].push_back("rank " + std::to_string(it->first) + " is gone (" + h->error + ")");
-        else continue;
+        const auto* m = std::get_if<msg::PairReport>(&*h->msg);
+        if (it == round.expect.end() || !m || m->tag != it->second) continue;
+        round.take(*m);
         round.expect.erase(it);
     }
     for (const auto& [r, tag] : round.expect) round.errors[tag].push_back("rank " + std::to_string(r) + " did not report");
+    if (l.own_pair.valid()) round.errors[round.own->tag].push_back("rank 0's side did not finish");
+    return true;
 }
 
-void cpu_pairs(Step& st, Lead& l) {
+// False when a rank was lost (noted).
+bool cpu_pairs(Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
     const auto& rounds = l.rounds;
     // One round at a time, so pairs never share a link with another pair's test.
@@ -109,8 +123,8 @@ void cpu_pairs(Step& st, Lead& l) {
         const double budget = std::max(1.0, st.work_end.left() / double(rounds.size() - k));
         set_phase("pair round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()));
         Round round = cue_round(st, l, k, budget);
-        if (round.own) round.take(run_pair(*round.own, st));
-        await_round(st, l, round, budget);
+        if (round.own) l.own_pair = on_thread<msg::PairReport>([cue = *round.own, &st] { return run_pair(cue, st); });
+        if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
             const std::string tag = pair_tag(k, q);
             PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, ""};
@@ -126,6 +140,7 @@ void cpu_pairs(Step& st, Lead& l) {
     if (!rounds.empty())
         progress(st.self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
                               std::to_string(rounds.size()) + " rounds (" + num(now_s() - st.start) + " s)");
+    return true;
 }
 
 // The GPU path's pairs: every rank timed each round on each of its lanes;
@@ -235,6 +250,7 @@ std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l) {
 
 void lead_pairs(Step& st, Lead& l) {
     l.phase = "pairs";
+    l.hub.stage(msg::Stage::Pairs);
     if (l.gpu_path) gpu_pairs(st, l);
     else cpu_pairs(st, l);
 }
@@ -256,7 +272,7 @@ int serve_pairs(Step& st, Follower& f) {
         }
         const auto* q = std::get_if<msg::PairCue>(&*m);
         if (!q) continue;
-        if (!msg::send(f.ctl.get(), run_pair(*q, st), st.end)) return kTimeout;
+        if (!f.ctl.send(run_pair(*q, st), st.end)) return kTimeout;
     }
 }
 

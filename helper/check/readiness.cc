@@ -6,6 +6,7 @@
 // Budget: until 0.7 x --timeout.
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -95,7 +96,7 @@ bool serve_readiness(Step& st, Follower& f) {
     ready.health = st.health;
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
-    msg::send(f.ctl.get(), ready, st.ready_by);
+    f.ctl.send(ready, st.ready_by);
     return ready.error.empty();
 }
 
@@ -103,24 +104,37 @@ namespace {
 
 // Everyone else was ready, or on its way, and is stopped with no fault.
 bool stop_the_rest(Lead& l) {
-    for (uint32_t r = 0; r < l.members.size(); ++r)
-        if (l.evidence[r].state == RankState::Done) l.note(r, RankState::Stopped, "");
+    l.stop_the_rest();
     return false;
 }
 
 // The others' readiness, in the order it comes; false on the first fault
 // (noted), or when time ran out.
+// Every rank's readiness, rank 0's own (on a thread) included, in the
+// order it comes; false on the first fault (noted), or when time ran out.
 bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std::vector<GpuReadings>&)>& add_health) {
     const uint32_t world = st.self.world;
     std::vector<bool> ready(world, false);
-    ready[0] = true;
-    uint32_t count = 1;
+    uint32_t count = 0;
+    l.own_ready = on_thread<std::string>([&st, gpu = l.gpu_path, bytes = l.bytes] { return get_ready(st, gpu, bytes); });
     set_phase("readiness", "waiting for every rank's set-up");
     while (count < world) {
-        auto h = l.hear(st.ready_by);
-        if (!h) break;
+        if (l.own_ready.valid() && l.own_ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            const std::string e = l.own_ready.get();
+            add_health(0, st.health);
+            if (!e.empty()) {
+                l.note(0, RankState::Fault, e);
+                return stop_the_rest(l);
+            }
+            ready[0] = true;
+            ++count;
+            continue;
+        }
+        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, st.ready_by.left()))));
+        if (!h && st.ready_by.passed()) break;
+        if (!h) continue;
         if (!h->msg) {
-            l.note(h->rank, RankState::Fault, h->gone("readiness"));
+            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Readiness)));
             return stop_the_rest(l);
         }
         const auto* m = std::get_if<msg::Ready>(&*h->msg);
@@ -133,18 +147,17 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
         ready[h->rank] = true;
         ++count;
     }
-    if (count < world) {
-        for (uint32_t r = 0; r < world; ++r)
-            if (!ready[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
-        return stop_the_rest(l);
-    }
-    return true;
+    if (count == world) return true;
+    for (uint32_t r = 0; r < world; ++r)
+        if (!ready[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
+    return stop_the_rest(l);
 }
 
 }  // namespace
 
 bool lead_readiness(Step& st, Lead& l) {
     l.phase = "readiness";
+    l.hub.stage(msg::Stage::Readiness);
     l.note(0, RankState::Done, "");
     if (!choose_path(st, l)) return false;
     l.tell_all(msg::Prepare{l.gpu_path, l.bytes}, st.ready_by);
@@ -153,12 +166,6 @@ bool lead_readiness(Step& st, Lead& l) {
         auto& h = l.node_health[l.members[r].node_index];
         h.insert(h.end(), g.begin(), g.end());
     };
-    const std::string own_error = get_ready(st, l.gpu_path, l.bytes);
-    add_health(0, st.health);
-    if (!own_error.empty()) {
-        l.note(0, RankState::Fault, own_error);
-        return stop_the_rest(l);
-    }
     if (!await_ready(st, l, add_health)) return false;
     progress(st.self, "readiness: " + std::to_string(st.self.world) + " ranks set up (" + num(now_s() - st.start) + " s)");
     return true;

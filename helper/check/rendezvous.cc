@@ -164,6 +164,13 @@ bool prepare_self(Step& st) {
         return false;
     }
     st.data_listen = std::move(data_listen.value());
+    uint16_t standby_port = 0;
+    auto standby_listen = wire::listen_tcp("", 0, &standby_port);
+    if (!standby_listen) {
+        std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
+        return false;
+    }
+    st.standby_listen = std::move(standby_listen.value());
     msg::Hello& h = st.hello;
     h.rank = st.self.rank;
     h.node = st.self.node;
@@ -178,6 +185,7 @@ bool prepare_self(Step& st) {
     h.lanes = static_cast<uint32_t>(std::max<std::size_t>(1, st.devices.size()));
     for (int d : st.devices) h.lane_gpus.push_back(gpu::describe(d));
     h.data_port = st.data_port;
+    h.standby_port = standby_port;
     h.sig = st.sig;
     h.ifname = st.ifname;
     h.problems = st.home_problems;
@@ -203,8 +211,14 @@ bool join(Step& st, Follower& f) {
     st.hello.proof = hmac_hex(self.secret, challenge->nonce + ":" + std::to_string(st.hello.rank));
     st.hello.data_addr = wire::local_address(ctl->get());
     if (!msg::send(ctl->get(), st.hello, st.rdzv)) return false;
-    f.ctl = std::move(ctl.value());
-    f.inbox.start(f.ctl.get(), self, st.end);
+    f.ctl = Line(std::move(ctl.value()));
+    Standin me;
+    me.self = self;
+    me.o = st.o;
+    me.start = st.start;
+    me.hello = st.hello;
+    me.standby_fd = st.standby_listen.get();
+    f.inbox.start(&f.ctl, me);
     return true;
 }
 
@@ -241,12 +255,39 @@ std::optional<uint32_t> admit(Step& st, Lead& l, Fd c, const std::string& peer, 
         return std::nullopt;
     }
     l.members[r].hello = h.value();
-    l.members[r].ctl = std::move(c);
+    l.members[r].ctl = Line(std::move(c));
+    l.hub.add(r, &l.members[r].ctl);
     return r;
 }
 
-// The report's nodes, in NODE_RANK order, from the hellos of the ranks
-// that came; each member gets its node's index.
+// A rank that arrived went silent or away before the others came: the
+// rendezvous ends with it named (noted), the others stopped by it.
+bool lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
+    place_nodes(l, have);
+    l.note(h.rank, RankState::Fault, h.gone(msg::stage_name(msg::Stage::Rendezvous)));
+    std::vector<uint32_t> absent;
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (!have[r]) absent.push_back(r);
+        else if (r != h.rank) l.note(r, RankState::Stopped, "");
+    if (!absent.empty())
+        l.rep.notes.push_back((absent.size() == 1 ? "rank " : "ranks ") + rank_ranges(absent) + " had not arrived yet");
+    return false;
+}
+
+// After the rendezvous: rank 0's hello and the standbys, for every rank.
+void send_roster(const Step& st, Lead& l) {
+    msg::Roster roster;
+    roster.lead = l.members[0].hello;
+    for (uint32_t r = 1; r < st.self.world && r <= kStandbys; ++r) {
+        const msg::Hello& h = l.members[r].hello;
+        roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
+    }
+    // Its own second: the rendezvous' deadline may be all but spent.
+    l.tell_all(roster, Deadline::in(1));
+}
+
+}  // namespace
+
 void place_nodes(Lead& l, const std::vector<bool>& have) {
     std::map<uint32_t, NodeReport> by_node;
     for (uint32_t r = 0; r < have.size(); ++r) {
@@ -274,8 +315,6 @@ void place_nodes(Lead& l, const std::vector<bool>& have) {
         if (have[r]) l.members[r].node_index = node_index[l.members[r].hello.node];
 }
 
-}  // namespace
-
 bool gather(Step& st, Lead& l) {
     const Self& self = st.self;
     l.phase = "rendezvous";
@@ -286,6 +325,8 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     l.members.resize(self.world);
+    l.hub.start(self, st.o.json);
+    l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
     l.members[0].hello = st.hello;
     l.members[0].hello.data_addr = self.master;
@@ -293,9 +334,13 @@ bool gather(Step& st, Lead& l) {
     uint32_t arrived = 1;
     set_phase("rendezvous", missing_ranks(l.members, have));
     while (arrived < self.world && !st.rdzv.passed()) {
+        // Those already here are heard meanwhile: one that dies or stops
+        // answering ends the rendezvous at once.
+        while (auto h = l.hear(Deadline::in(0)))
+            if (!h->msg) return lost_in_rendezvous(l, have, *h);
         std::string peer;
-        auto c = wire::accept_one(lfd->get(), st.rdzv, &peer);
-        if (!c) break;
+        auto c = wire::accept_one(lfd->get(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))), &peer);
+        if (!c) continue;
         auto r = admit(st, l, std::move(c.value()), peer, have);
         if (!r) continue;
         have[*r] = true;
@@ -303,14 +348,13 @@ bool gather(Step& st, Lead& l) {
         set_phase("rendezvous", missing_ranks(l.members, have));
     }
     place_nodes(l, have);
-    for (uint32_t r = 1; r < self.world; ++r)
-        if (have[r]) l.mux.add(r, l.members[r].ctl.get());
     if (arrived < self.world) {
         l.rep.timed_out = "rendezvous: " + missing_ranks(l.members, have) + " at " + self.master + ":" +
                           std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +
                           std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
         return false;
     }
+    send_roster(st, l);
     progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(l.rep.nodes.size()) +
                        " nodes in " + num(now_s() - st.start) + " s");
     return true;

@@ -53,28 +53,22 @@ void Lead::note(uint32_t rank, RankState s, const std::string& error) {
     evidence[rank].error = error;
 }
 
-std::string Heard::gone(const std::string& phase) const {
-    if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
-    return "its process ended during " + phase + " (" + error + ")";
+void Lead::stop_the_rest() {
+    for (uint32_t r = 0; r < members.size(); ++r)
+        if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
 }
 
-std::optional<Heard> Lead::hear(const Deadline& d) {
-    auto e = mux.next(d);
-    if (!e) return std::nullopt;
-    Heard h;
-    h.rank = static_cast<uint32_t>(e->key);
-    if (!e->msg) {
-        h.error = e->error;
-        return h;
-    }
-    auto m = msg::decode_from_rank(*e->msg);
-    if (!m) {
-        h.garbled = true;
-        h.error = m.problem().text();
-        return h;
-    }
-    h.msg = std::move(m.value());
-    return h;
+bool Lead::own_work_running() const {
+    auto running = [](const auto& f) {
+        return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    };
+    return running(own) || running(own_pair) || running(own_ready);
+}
+
+std::string Heard::gone(const std::string& phase) const {
+    if (silent) return "stopped answering in " + phase + " (" + error + ")";
+    if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
+    return "its process ended during " + phase + " (" + error + ")";
 }
 
 namespace {
@@ -92,69 +86,6 @@ bool hook_names_rank(const char* var, uint32_t rank) {
 
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
-
-// ---- the inbox of a rank other than 0 --------------------------------------
-
-struct Inbox::State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<msg::FromLead> q;
-    std::string closed;  // why the connection ended
-};
-
-namespace {
-
-// Rank 0 said stop: leave NCCL (abort from this thread) and end with its
-// code, within a bounded time whatever NCCL does.
-[[noreturn]] void stop_now(const Self& self, int code, const std::string& why) {
-    std::fprintf(stderr, "mn-preflight: %s rank %u: stopped by rank 0 (%s)\n", self.label.c_str(), self.rank,
-                 why.c_str());
-    std::fflush(stderr);
-    std::thread([code] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        _exit(code);
-    }).detach();
-    gpu::abort_nccl();
-    std::fflush(stdout);
-    _exit(code);
-}
-
-}  // namespace
-
-void Inbox::start(int fd, const Self& self, Deadline end) {
-    st_ = std::make_shared<State>();
-    std::thread([fd, self, end, s = st_] {
-        while (true) {
-            std::string err;
-            auto f = wire::recv_msg(fd, end, &err);
-            auto m = f ? msg::decode_from_lead(*f) : Outcome<msg::FromLead>(Problem{"", ""});
-            std::lock_guard<std::mutex> g(s->mu);
-            if (!f || !m) {
-                s->closed = !f ? (err.empty() ? "rank 0 closed the connection" : err)
-                               : "rank 0 sent a message that does not decode (" + m.problem().text() + ")";
-                s->cv.notify_all();
-                return;
-            }
-            const auto* word = std::get_if<msg::Word>(&m.value());
-            if (word && !word->done) stop_now(self, word->code, word->why);
-            s->q.push_back(std::move(m.value()));
-            s->cv.notify_all();
-            if (word) return;  // nothing follows done: leave the socket alone
-        }
-    }).detach();
-}
-
-std::optional<msg::FromLead> Inbox::next(const Deadline& d, std::string* err) {
-    std::unique_lock<std::mutex> g(st_->mu);
-    st_->cv.wait_until(g, d.at, [&] { return !st_->q.empty() || !st_->closed.empty(); });
-    if (!st_->q.empty()) {
-        msg::FromLead m = std::move(st_->q.front());
-        st_->q.pop_front();
-        return m;
-    }
-    if (err) *err = st_->closed.empty() ? "time ran out" : st_->closed;
-    return std::nullopt;
-}
 
 // ---- the watchdog -------------------------------------------------------------
 
@@ -187,7 +118,15 @@ void mark_done() {
 
 void start_watchdog(double seconds, const Self& self, bool json) {
     std::thread([seconds, self, json] {
-        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+        // A process that was stopped (SIGSTOP) past its time does not claim
+        // a time-out at once when it resumes: its heartbeat thread first
+        // reads what happened meanwhile (another rank's verdict, a stop).
+        double until = now_s() + seconds;
+        Pulse pulse;
+        while (now_s() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (pulse.skipped()) until = std::max(until, now_s() + 2.0);
+        }
         std::lock_guard<std::mutex> g(watch().mu);
         if (watch().done) return;
         const std::string what = "phase " + watch().phase + " did not finish within --timeout " + num(seconds, -1) +

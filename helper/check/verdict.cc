@@ -48,6 +48,10 @@ void weigh(const Step& st, Lead& l) {
 
 int verdict(Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
+    l.hub.stage(msg::Stage::Verdict);
+    // What the ranks sent is read first: if they ended the check while this
+    // process was stopped (a Superseded), their verdict stands, not this one.
+    l.hub.settle();
     weigh(st, l);
     rep.min_busbw = st.o.min_busbw;
     rep.elapsed = now_s() - st.start;
@@ -60,12 +64,14 @@ int verdict(Step& st, Lead& l) {
     // a failed one) leaves it now rather than at its watchdog.
     const std::string why = rep.problems.empty() ? "check failed" : rep.problems.front();
     l.tell_all(msg::Word{rep.code == kPass, rep.code, why}, Deadline::in(1));
-    // Rank 0's own share may still be inside NCCL: abort it; the process
-    // ends with the verdict either way.
-    // (A TCP transfer has nothing to abort: the process just ends.)
-    if (l.own.valid() && l.own.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    // Rank 0's own work may still be inside NCCL: abort it; the process
+    // ends with the verdict either way. (A TCP transfer has nothing to
+    // abort: the process just ends.)
+    if (l.own_work_running()) {
         if (l.gpu_path) gpu::abort_nccl();
-        if (l.own.wait_for(std::chrono::milliseconds(l.gpu_path ? 2000 : 0)) != std::future_status::ready) {
+        for (int i = 0; l.gpu_path && i < 200 && l.own_work_running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (l.own_work_running()) {
             std::fflush(stderr);
             _exit(rep.code);
         }

@@ -8,6 +8,8 @@
 //  - the peer's bytes, whatever they are, are refused unless they carry the
 //    proof for this secret and nonce, as a hello or as a data greeting;
 //  - a rank that knows the secret is taken, and its hello reads back whole;
+//  - a rank's report to a standby (rank 0 lost, takeover.cc) is taken only
+//    with its own proof, HMAC(step secret, "takeover:" rank);
 //  - the challenge itself travels intact.
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
@@ -32,6 +34,12 @@ namespace msg = mn::check::msg;
 bool accepted(const std::string& secret, const std::string& nonce, const mn::wire::Fields& f) {
     auto hello = msg::decode_hello(f);
     return hello && hello->proof == mn::hmac_hex(secret, nonce + ":" + std::to_string(hello->rank));
+}
+
+// A standby's side when rank 0 is lost (takeover.cc's take_reports).
+bool report_accepted(const std::string& secret, const mn::wire::Fields& f) {
+    auto r = msg::decode_takeover_report(f);
+    return r && r->hello.proof == mn::hmac_hex(secret, "takeover:" + std::to_string(r->hello.rank));
 }
 
 // A data port's side (collective.cc's data_accept).
@@ -86,6 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (auto stray = over_socket(peer)) {
         FUZZ_CHECK(!accepted(step_secret, nonce, *stray), "a stray peer was taken as a rank");
         FUZZ_CHECK(!data_accepted(step_secret, "ring", 1, *stray), "a stray peer was taken on a data port");
+        FUZZ_CHECK(!report_accepted(step_secret, *stray), "a stray peer was taken as a rank's report to a standby");
     }
 
     // The challenge arrives as sent.
@@ -104,6 +113,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                "rank %u with the secret refused or changed", hello.rank);
     // ... and refused under another nonce (a replayed greeting).
     FUZZ_CHECK(!accepted(secret, nonce + "x", *back), "a greeting was taken for another nonce");
+
+    // A report to a standby with the secret: taken; the hello's challenge
+    // proof is not one (another message, another proof).
+    msg::TakeoverReport report{hello};
+    report.hello.proof = mn::hmac_hex(secret, "takeover:" + std::to_string(hello.rank));
+    auto rf = over_socket(frame(mn::wire::encode(msg::encode(report))));
+    FUZZ_CHECK(rf && report_accepted(secret, *rf) && msg::decode_takeover_report(*rf).value() == report,
+               "a report with the secret refused or changed");
+    FUZZ_CHECK(!report_accepted(secret, msg::encode(msg::TakeoverReport{hello})) || nonce == "takeover",
+               "a hello's proof was taken for a report");
 
     // A data greeting with the secret: taken for its purpose and rank only.
     const msg::DataGreeting g{nonce, hello.rank, mn::hmac_hex(secret, "data:" + nonce + ":" + std::to_string(hello.rank))};

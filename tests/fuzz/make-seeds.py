@@ -73,10 +73,16 @@ def items(key, values):
     return out
 
 
+def nested(key, fields):
+    """A message inside another (a roster's hello): its fields under KEY."""
+    return {f"{key}.{k}": v for k, v in fields.items() if k != "op"}
+
+
 # Every message as mn-preflight sends it (helper/check/messages.cc).
 hello = {"op": "hello", "rank": "1", "node": "1", "label": "node1", "slurm_node": "node1", "host": "node1",
          "pid": "4242", "gpu_ok": "0", "gpu_why": "no CUDA driver (libcuda.so.1 not found)", "gpus": "0",
-         "lanes": "1", "data_addr": "10.250.0.11", "data_port": "41234", "fabric": "socket", "hcas": "",
+         "lanes": "1", "data_addr": "10.250.0.11", "data_port": "41234", "standby_port": "41240",
+         "fabric": "socket", "hcas": "",
          "rate": "0", "mtu": "1500", "ifname": "eth0", "proof": "", **items("lane_gpus", []),
          **items("problems", [])}
 gpu_hello = dict(hello, gpu_ok="1", gpu_why="", gpus="8", lanes="2", fabric="ib", hcas="mlx5_0:1,mlx5_1:1",
@@ -111,6 +117,14 @@ messages = {
     "pair-report": {"op": "pair_report", "tag": "pair:0:0", "seconds": "0.0042", "error": ""},
     "data": {"op": "data", "purpose": "ring", "rank": "2", "proof": "ab" * 32},
     "bad-number": dict(cpu_plan, bytes="12x"), "missing-field": {"op": "prepare", "path": "gpu"},
+    # Liveness and takeover (helper/check/liveness.cc, takeover.cc).
+    "beat": {"op": "beat", "stage": "collective"},
+    "roster": {"op": "roster", **nested("lead", dict(hello, rank="0", node="0", label="node0", data_addr="10.250.0.10")),
+               **items("standbys", []), "standbys.0.rank": "1", "standbys.0.label": "node1",
+               "standbys.0.addr": "10.250.0.11", "standbys.0.port": "41240", "standbys": "1"},
+    "superseded": {"op": "superseded", "by": "1", "by_label": "node1", "code": "1"},
+    "takeover": {"op": "takeover", **nested("hello", dict(hello, proof="cd" * 32))},
+    "takeover-ack": {"op": "takeover_ack", "rank": "1"},
 }
 for name, fields in messages.items():
     put("wire", name, frame(fields))
@@ -123,7 +137,9 @@ nonce = "9f86d081884c7d659a2feaa0c55ad015"
 good = dict(hello, proof=hmac.new(secret.encode(), f"{nonce}:1".encode(), hashlib.sha256).hexdigest())
 data_hello = {"op": "data", "purpose": "ring", "rank": "2",
               "proof": hmac.new(secret.encode(), b"data:ring:2", hashlib.sha256).hexdigest()}
-for name, data in {"hello": frame(good), "data": frame(data_hello), "no-proof": frame(hello),
+report = {"op": "takeover", **nested("hello", dict(hello, proof=hmac.new(secret.encode(), b"takeover:1",
+                                                                        hashlib.sha256).hexdigest()))}
+for name, data in {"hello": frame(good), "data": frame(data_hello), "no-proof": frame(hello), "takeover": frame(report),
                    "long-key": frame({"op": "hello", "rank": "1", "proof": "0" * 64})}.items():
     key = ("k" * 100 if name == "long-key" else secret).encode()
     put("handshake", name, key + b"\0" + nonce.encode() + b"\0" + data)
