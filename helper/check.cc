@@ -21,22 +21,36 @@ using namespace check;
 namespace {
 
 // After a rank's phase failed: rank 0's word (done or stop) ends it.
-int await_verdict(Step& st) {
+int await_verdict(Step& st, Follower& f) {
     set_phase("waiting for rank 0's verdict");
     while (true) {
         std::string err;
         // Rank 0 speaks at the end of its budget: listen a little longer.
-        auto m = st.inbox.next(Deadline::in(st.end.left() + 0.4), &err);
+        auto m = f.inbox.next(Deadline::in(st.end.left() + 0.4), &err);
         if (!m) {
             std::fprintf(stderr, "mn-preflight: %s rank %u: no verdict from rank 0 (%s)\n", st.self.label.c_str(),
                          st.self.rank, err.c_str());
             return kTimeout;
         }
-        if ((*m)["op"] == "done") {
+        if (const auto* w = std::get_if<msg::Word>(&*m)) {
             mark_done();
-            return std::atoi((*m)["code"].c_str());
+            return w->code;
         }
     }
+}
+
+int follow(Step& st) {
+    Follower f;
+    if (!join(st, f)) return kTimeout;
+    if (!serve_readiness(st, f)) return await_verdict(st, f);
+    if (!serve_collective(st, f)) return await_verdict(st, f);
+    return serve_pairs(st, f);
+}
+
+int lead(Step& st) {
+    Lead l;
+    if (gather(st, l) && lead_readiness(st, l) && lead_collective(st, l)) lead_pairs(st, l);
+    return verdict(st, l);
 }
 
 }  // namespace
@@ -58,15 +72,7 @@ int run_check(const CheckOptions& o) {
     st.work_end = Deadline::in(st.budget.transfers);
     st.end = Deadline::in(st.budget.verdict);
     if (!prepare_self(st)) return kCheckFailed;
-
-    if (st.self.rank != 0) {
-        if (!join(st)) return kTimeout;
-        if (!serve_readiness(st)) return await_verdict(st);
-        if (!serve_collective(st)) return await_verdict(st);
-        return serve_pairs(st);
-    }
-    if (gather(st) && lead_readiness(st) && lead_collective(st)) lead_pairs(st);
-    return verdict(st);
+    return st.self.rank == 0 ? lead(st) : follow(st);
 }
 
 int run_prolog(const PrologOptions& o) {

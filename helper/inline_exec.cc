@@ -170,7 +170,9 @@ int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
         return kUsage;
     }
     const bool rank0 = env_or("SLURM_PROCID") == "0";
-    const bool capture = rank0;
+    // Every rank's output is read: when rank 0 is lost, another rank
+    // prints the verdict (and this process then reports it).
+    const bool capture = true;
     // A file from an earlier run must not speak for this one.
     if (rank0 && !io.exclude_file.empty() && std::remove(io.exclude_file.c_str()) != 0 && errno != ENOENT)
         say("mn-preflight: cannot remove the old " + io.exclude_file + ": " + std::strerror(errno));
@@ -197,7 +199,11 @@ int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
     g_child = 0;
     forward_signals(false);
     if (code != kPass) {
-        if (rank0) report_failure(code, output, io);
+        // The rank that printed the verdict reports it: rank 0, unless the
+        // others ended the check without it (it says "superseded:").
+        const bool superseded =
+            output.rfind("superseded: ", 0) == 0 || output.find("\nsuperseded: ") != std::string::npos;
+        if (rank0 ? !superseded : !output.empty()) report_failure(code, output, io);
         return code;
     }
     return exec_program(io);

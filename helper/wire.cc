@@ -193,9 +193,14 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d) {
 std::string encode(const Fields& f) {
     std::string out;
     for (const auto& [k, v] : f) {
-        std::string clean = v;
-        std::replace(clean.begin(), clean.end(), '\n', ' ');
-        out += k + "=" + clean + "\n";
+        out += k;
+        out += '=';
+        for (char c : v) {
+            if (c == '\\') out += "\\\\";
+            else if (c == '\n') out += "\\n";
+            else out += c;
+        }
+        out += '\n';
     }
     return out;
 }
@@ -204,7 +209,18 @@ Fields decode(const std::string& text) {
     Fields f;
     for (const std::string& line : split_list(text, '\n')) {
         const std::size_t eq = line.find('=');
-        if (eq != std::string::npos) f[line.substr(0, eq)] = line.substr(eq + 1);
+        if (eq == std::string::npos) continue;
+        std::string v;
+        for (std::size_t i = eq + 1; i < line.size(); ++i) {
+            const char next = i + 1 < line.size() ? line[i + 1] : '\0';
+            if (line[i] == '\\' && (next == '\\' || next == 'n')) {
+                v += next == 'n' ? '\n' : '\\';
+                ++i;
+            } else {
+                v += line[i];
+            }
+        }
+        f[line.substr(0, eq)] = v;
     }
     return f;
 }
@@ -230,7 +246,22 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     return decode(body);
 }
 
+Mux::Mux() {
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+}
+
+Mux::~Mux() {
+    for (int fd : wake_)
+        if (fd >= 0) ::close(fd);
+}
+
 void Mux::add(std::size_t key, int fd) { src_[key] = Source{fd, "", false}; }
+
+void Mux::wake() {
+    const char b = 1;
+    ssize_t rc = wake_[1] >= 0 ? ::write(wake_[1], &b, 1) : 0;
+    (void)rc;  // a full pipe wakes the reader just as well
+}
 
 std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     if (s.buf.size() < 4) return std::nullopt;
@@ -246,7 +277,25 @@ std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     return e;
 }
 
+std::optional<Mux::Event> Mux::read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+        Source& s = src_[keys[i]];
+        char chunk[65536];
+        ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
+        if (k > 0) {
+            s.buf.append(chunk, static_cast<std::size_t>(k));
+        } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            s.closed = true;
+            if (auto e = take(keys[i], s)) return e;
+            return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+        }
+    }
+    return std::nullopt;
+}
+
 std::optional<Mux::Event> Mux::next(const Deadline& d) {
+    bool last = false;
     while (true) {
         std::vector<pollfd> p;
         std::vector<std::size_t> keys;
@@ -256,21 +305,18 @@ std::optional<Mux::Event> Mux::next(const Deadline& d) {
             p.push_back({s.fd, POLLIN, 0});
             keys.push_back(k);
         }
-        if (p.empty() || d.passed()) return std::nullopt;
-        if (::poll(p.data(), p.size(), d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
-        for (std::size_t i = 0; i < p.size(); ++i) {
-            if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
-            Source& s = src_[keys[i]];
-            char chunk[65536];
-            ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
-            if (k > 0) {
-                s.buf.append(chunk, static_cast<std::size_t>(k));
-            } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                s.closed = true;
-                if (auto e = take(keys[i], s)) return e;
-                return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+        if (last) return std::nullopt;
+        // After the deadline, one round that reads what is there already.
+        last = d.passed();
+        if (wake_[0] >= 0) p.push_back({wake_[0], POLLIN, 0});
+        if (::poll(p.data(), p.size(), last ? 0 : d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
+        if (wake_[0] >= 0 && (p.back().revents & POLLIN)) {
+            char drain[64];
+            while (::read(wake_[0], drain, sizeof drain) > 0) {
             }
+            last = true;  // read what came with it, then return
         }
+        if (auto e = read_ready(p, keys)) return e;
     }
 }
 

@@ -7,6 +7,9 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <poll.h>
 
 #include "lib/util/outcome.h"
 
@@ -64,25 +67,39 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);
 bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
               const Deadline& d, std::string* err);
 
-// Messages: a 4-byte length, then "key=value" lines.
+// Messages: a 4-byte big-endian length, then "key=value" lines. Keys are
+// the program's own (no '=' or newline); a value may hold any bytes: a
+// backslash and a newline in it travel as "\\" and "\n", so every value
+// comes back exactly. helper/check/messages.h gives each message its type.
 using Fields = std::map<std::string, std::string>;
 bool send_msg(int fd, const Fields& f, const Deadline& d);
 std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err);
 std::string encode(const Fields& f);
+// Lines without '=' are skipped; an unknown escape is kept as it stands.
+Fields decode(const std::string& text);
 
 // Messages from many sockets at once, in the order they come: rank 0
 // hears whichever rank speaks first, so one rank's failure is not queued
-// behind another rank that is still busy (or stuck).
+// behind another rank that is still busy (or stuck). One thread reads;
+// wake() may be called from any thread.
 class Mux {
 public:
+    Mux();
+    ~Mux();
+    Mux(const Mux&) = delete;
+    Mux& operator=(const Mux&) = delete;
     void add(std::size_t key, int fd);
     struct Event {
         std::size_t key = 0;
         std::optional<Fields> msg;  // none: the socket closed or broke (error says how), once
         std::string error;
     };
-    // The next whole message (or a socket's end); none at the deadline.
+    // The next whole message (or a socket's end); none at the deadline or
+    // when woken. Once the deadline has passed it still reads what the
+    // sockets hold, without waiting.
     std::optional<Event> next(const Deadline& d);
+    // Makes a next() under way (or the next one) return at once.
+    void wake();
 
 private:
     struct Source {
@@ -91,8 +108,9 @@ private:
         bool closed = false;
     };
     std::map<std::size_t, Source> src_;
+    int wake_[2] = {-1, -1};
     std::optional<Event> take(std::size_t key, Source& s);
+    std::optional<Event> read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
 };
-Fields decode(const std::string& text);
 
 }  // namespace mn::wire

@@ -104,9 +104,8 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
                          const std::string& secret, const Deadline& d) {
     auto fd = wire::connect_tcp(addr, port, d);
     if (!fd) return fd.problem();
-    Fields f{{"purpose", purpose}, {"rank", std::to_string(rank)},
-             {"proof", hmac_hex(secret, "data:" + purpose + ":" + std::to_string(rank))}};
-    if (!wire::send_msg(fd->get(), f, d)) return Problem{"could not greet " + addr + ":" + std::to_string(port), ""};
+    const msg::DataGreeting g{purpose, rank, hmac_hex(secret, "data:" + purpose + ":" + std::to_string(rank))};
+    if (!msg::send(fd->get(), g, d)) return Problem{"could not greet " + addr + ":" + std::to_string(port), ""};
     return fd;
 }
 
@@ -117,20 +116,89 @@ Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from
         auto fd = wire::accept_one(listen_fd, d, &peer);
         if (!fd) break;
         std::string err;
-        auto m = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
-        if (!m) continue;
-        auto& f = *m;
-        if (f["purpose"] == purpose && f["rank"] == std::to_string(from) &&
-            f["proof"] == hmac_hex(secret, "data:" + purpose + ":" + f["rank"]))
+        auto f = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
+        if (!f) continue;
+        auto g = msg::decode_data_greeting(*f);
+        if (g && g->purpose == purpose && g->rank == from &&
+            g->proof == hmac_hex(secret, "data:" + purpose + ":" + std::to_string(g->rank)))
             return std::move(fd.value());
-        std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (no valid step secret)\n",
-                     host_name().c_str(), peer.c_str());
+        std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
+                     peer.c_str(), g ? "no valid step secret" : g.problem().text().c_str());
     }
     return Problem{"rank " + std::to_string(from) + " did not connect for " + purpose, ""};
 }
 
-Fields run_share(const Fields& plan, const Step& st) {
-    Fields p = plan;
+namespace {
+
+// This rank's part of the all-reduce on GPUs: NCCL, every lane.
+msg::Result gpu_share(const msg::Plan& p, const Step& st) {
+    set_phase("NCCL init and all-reduce");
+    gpu::AllreduceJob job;
+    job.devices = st.devices;
+    job.nranks = p.nranks;
+    job.first_rank = p.first_rank;
+    job.id = p.id;
+    job.bytes = p.bytes;
+    job.warmup = p.warmup;
+    job.iters = p.iters;
+    job.budget = p.budget;
+    job.pair_budget = p.pair_budget;
+    job.pair_bytes = p.pair_bytes;
+    job.pair_colors = p.colors;
+    job.log_path = st.nccl_log;
+    job.deadline_s = st.work_end.left();
+    auto r = gpu::run_allreduce(job);
+    std::remove(job.log_path.c_str());
+    msg::Result out;
+    out.ran = r.ran;
+    out.correct = r.correct;
+    out.error = r.error;
+    out.kind = r.error.empty() ? msg::Result::Kind::None : r.peer ? msg::Result::Kind::Peer : msg::Result::Kind::Fault;
+    out.seconds = r.seconds;
+    out.init = r.init_seconds;
+    out.transports = r.transports;
+    out.pair_seconds = r.pair_seconds;
+    out.pair_error = r.pair_error;
+    return out;
+}
+
+// The same on CPUs: the TCP ring, this rank between its two neighbours.
+msg::Result cpu_share(const msg::Plan& p, const Step& st) {
+    set_phase("ring connect");
+    const uint32_t n = st.self.world, rank = st.self.rank;
+    msg::Result out;
+    Fd next, prev;
+    if (n > 1) {
+        auto nx = data_connect(p.next_addr, p.next_port, "ring", rank, st.self.secret, st.work_end);
+        auto pv = data_accept(st.data_listen.get(), "ring", (rank + n - 1) % n, st.self.secret, st.work_end);
+        if (!nx || !pv) {
+            out.kind = msg::Result::Kind::Peer;
+            out.error = !nx ? "cannot reach the next rank: " + nx.problem().text() : pv.problem().text();
+            return out;
+        }
+        next = std::move(nx.value());
+        prev = std::move(pv.value());
+    }
+    set_phase("TCP ring all-reduce");
+    std::vector<float> buf = st.ring;
+    buf.resize(p.bytes / sizeof(float));
+    Timed t = timed_ring(buf, p.iters, rank, n, next.get(), prev.get(), st.work_end, p.budget);
+    // Name the ring neighbours: one of them is the likely culprit.
+    if (!t.ok)
+        t.error = "ring from rank " + std::to_string((rank + n - 1) % n) + " to rank " + std::to_string((rank + 1) % n) +
+                  ": " + t.error;
+    out.ran = t.ok || !t.error.empty();
+    out.correct = t.correct;
+    out.error = t.error;
+    out.kind = t.error.empty() ? msg::Result::Kind::None : t.peer ? msg::Result::Kind::Peer : msg::Result::Kind::Fault;
+    out.seconds = t.seconds;
+    out.passes = t.passes;
+    return out;
+}
+
+}  // namespace
+
+msg::Result run_share(const msg::Plan& plan, const Step& st) {
     if (exits_on_purpose(st.self.rank)) {
         std::fprintf(stderr, "mn-preflight: %s rank %u: ending on purpose as the collective starts "
                              "(MN_PREFLIGHT_EXIT_IN_COLLECTIVE: a test hook)\n",
@@ -138,189 +206,136 @@ Fields run_share(const Fields& plan, const Step& st) {
         std::fflush(stderr);
         _exit(1);
     }
-    if (p["path"] == "gpu") {
-        set_phase("NCCL init and all-reduce");
-        gpu::AllreduceJob job;
-        job.devices = st.devices;
-        job.nranks = std::atoi(p["nranks"].c_str());
-        job.first_rank = std::atoi(p["first_rank"].c_str());
-        job.id = p["id"];
-        job.bytes = std::strtoull(p["bytes"].c_str(), nullptr, 10);
-        job.warmup = std::atoi(p["warmup"].c_str());
-        job.iters = std::atoi(p["iters"].c_str());
-        job.budget = std::atof(p["budget"].c_str());
-        job.pair_budget = std::atof(p["pair_budget"].c_str());
-        job.pair_bytes = std::strtoull(p["pair_bytes"].c_str(), nullptr, 10);
-        for (const std::string& round : split_list(p["colors"], ';')) {
-            std::vector<int> lanes;
-            for (double c : split_numbers(round)) lanes.push_back(static_cast<int>(c));
-            job.pair_colors.push_back(lanes);
-        }
-        job.log_path = st.nccl_log;
-        job.deadline_s = st.work_end.left();
-        auto r = gpu::run_allreduce(job);
-        std::remove(job.log_path.c_str());
-        std::vector<std::string> ps;
-        for (const auto& round : r.pair_seconds) {
-            std::vector<std::string> lanes;
-            for (double x : round) lanes.push_back(num(x, 9));
-            ps.push_back(join_list(lanes));
-        }
-        return {{"ran", r.ran ? "1" : "0"},
-                {"correct", r.correct ? "1" : "0"},
-                {"error", r.error},
-                {"kind", r.error.empty() ? "" : (r.peer ? "peer" : "fault")},
-                {"seconds", num(r.seconds, 9)},
-                {"init", num(r.init_seconds, 6)},
-                {"transports", join_list(r.transports)},
-                {"pair_seconds", join_list(ps, ';')},
-                {"pair_error", r.pair_error}};
-    }
-    set_phase("ring connect");
-    const uint32_t n = st.self.world, rank = st.self.rank;
-    Fd next, prev;
-    if (n > 1) {
-        auto nx = data_connect(p["next_addr"], static_cast<uint16_t>(std::atoi(p["next_port"].c_str())), "ring", rank,
-                               st.self.secret, st.work_end);
-        auto pv = data_accept(st.data_listen.get(), "ring", (rank + n - 1) % n, st.self.secret, st.work_end);
-        if (!nx || !pv)
-            return {{"ran", "0"},
-                    {"kind", "peer"},
-                    {"error", !nx ? "cannot reach the next rank: " + nx.problem().text() : pv.problem().text()}};
-        next = std::move(nx.value());
-        prev = std::move(pv.value());
-    }
-    set_phase("TCP ring all-reduce");
-    std::vector<float> buf = st.ring;
-    buf.resize(std::strtoull(p["bytes"].c_str(), nullptr, 10) / sizeof(float));
-    Timed t = timed_ring(buf, std::atoi(p["iters"].c_str()), rank, n, next.get(), prev.get(), st.work_end,
-                         std::atof(p["budget"].c_str()));
-    // Name the ring neighbours: one of them is the likely culprit.
-    if (!t.ok)
-        t.error = "ring from rank " + std::to_string((rank + n - 1) % n) + " to rank " + std::to_string((rank + 1) % n) +
-                  ": " + t.error;
-    return {{"ran", t.ok || !t.error.empty() ? "1" : "0"},
-            {"correct", t.correct ? "1" : "0"},
-            {"error", t.error},
-            {"kind", t.error.empty() ? "" : (t.peer ? "peer" : "fault")},
-            {"seconds", num(t.seconds, 9)},
-            {"passes", num(t.passes, 3)}};
+    return plan.gpu ? gpu_share(plan, st) : cpu_share(plan, st);
 }
 
-bool serve_collective(Step& st) {
+bool serve_collective(Step& st, Follower& f) {
     set_phase("waiting for rank 0's go");
     std::string err;
-    auto plan = st.inbox.next(st.end, &err);
-    if (!plan || (*plan)["op"] != "plan") return false;
-    Fields result = run_share(*plan, st);
-    result["op"] = "coll";
-    return wire::send_msg(st.ctl.get(), result, st.end);
+    auto m = f.inbox.next(st.end, &err);
+    const auto* plan = m ? std::get_if<msg::Plan>(&*m) : nullptr;
+    if (!plan) return false;
+    return f.ctl.send(run_share(*plan, st), st.end);
 }
 
-bool lead_collective(Step& st) {
-    const Self& self = st.self;
-    PreflightReport& rep = st.rep;
-    st.phase = "collective";
-    const uint32_t world = self.world;
-    std::vector<uint32_t>& first = st.first_lane;
-    first.assign(world, 0);
+namespace {
+
+// Each rank's part of the plan: its lanes' first NCCL rank, its ring
+// neighbour, its lanes' colors in the GPU pair rounds.
+msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, const std::string& id,
+                   const std::vector<std::vector<int>>& gpu_rounds) {
+    msg::Plan p;
+    p.gpu = l.gpu_path;
+    p.bytes = l.bytes;
+    p.iters = l.iters;
+    p.warmup = 5;
+    p.budget = st.budget.collective;
+    p.pair_budget = st.budget.pair;
+    p.pair_bytes = l.pair_bytes;
+    p.nranks = static_cast<int>(lanes);
+    p.first_rank = static_cast<int>(l.first_lane[r]);
+    p.id = id;
+    const uint32_t nx = (r + 1) % st.self.world;
+    p.next_addr = l.members[nx].hello.data_addr;
+    p.next_port = l.members[nx].hello.data_port;
+    for (const auto& round : gpu_rounds) {
+        std::vector<int> mine;
+        for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(round[l.first_lane[r] + k]);
+        p.colors.push_back(mine);
+    }
+    return p;
+}
+
+// The go, to every rank; rank 0's own share runs on a thread beside the
+// collection of the others' reports, so that a failing or stuck rank is
+// heard at once.
+void start_collective(Step& st, Lead& l) {
+    const uint32_t world = st.self.world;
+    l.first_lane.assign(world, 0);
     uint32_t lanes = 0;
     for (uint32_t r = 0; r < world; ++r) {
-        first[r] = lanes;
-        lanes += st.members[r].lanes();
+        l.first_lane[r] = lanes;
+        lanes += l.members[r].hello.lanes;
     }
-    rep.coll.nranks = st.gpu_path ? lanes : world;
-    const std::string id = st.gpu_path ? gpu::unique_id() : "";
+    l.rep.coll.nranks = l.gpu_path ? lanes : world;
+    const std::string id = l.gpu_path ? gpu::unique_id() : "";
     // Pair rounds on GPUs: between nodes (a color per node pair), then
     // inside nodes (a color per GPU pair), each lane of a rank its color.
-    const auto gpu_rounds = st.gpu_path ? gpu_pair_plan(st) : std::vector<std::vector<int>>{};
-    auto plan_for = [&](uint32_t r) {
-        Fields p{{"op", "plan"},
-                 {"path", st.gpu_path ? "gpu" : "cpu"},
-                 {"bytes", std::to_string(st.bytes)},
-                 {"iters", std::to_string(st.iters)},
-                 {"warmup", "5"},
-                 {"budget", num(st.budget.collective, 3)},
-                 {"pair_budget", num(st.budget.pair, 3)},
-                 {"pair_bytes", std::to_string(st.pair_bytes)},
-                 {"nranks", std::to_string(lanes)},
-                 {"first_rank", std::to_string(first[r])},
-                 {"id", id}};
-        const uint32_t nx = (r + 1) % world;
-        p["next_addr"] = st.members[nx].hello["data_addr"];
-        p["next_port"] = st.members[nx].hello["data_port"];
-        std::vector<std::string> rounds;
-        for (const auto& round : gpu_rounds) {
-            std::vector<std::string> mine;
-            for (uint32_t l = 0; l < st.members[r].lanes(); ++l) mine.push_back(std::to_string(round[first[r] + l]));
-            rounds.push_back(join_list(mine));
-        }
-        p["colors"] = join_list(rounds, ';');
-        return p;
-    };
-    set_phase(st.gpu_path ? "NCCL init and all-reduce" : "ring connect");
-    // The go.
-    for (uint32_t r = 1; r < world; ++r) wire::send_msg(st.members[r].ctl.get(), plan_for(r), st.end);
-    // Rank 0's own share runs beside the collection of the others'
-    // reports, so that a failing or stuck rank is heard at once.
-    auto own = std::make_shared<std::promise<Fields>>();
-    st.own = own->get_future();
-    std::thread([own, plan = plan_for(0), &st] {
+    const auto gpu_rounds = l.gpu_path ? gpu_pair_plan(st, l) : std::vector<std::vector<int>>{};
+    set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
+    for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send(plan_for(st, l, r, lanes, id, gpu_rounds), st.end);
+    auto own = std::make_shared<std::promise<msg::Result>>();
+    l.own = own->get_future();
+    std::thread([own, plan = plan_for(st, l, 0, lanes, id, gpu_rounds), &st] {
         try {
             own->set_value(run_share(plan, st));
         } catch (const std::exception& e) {
-            own->set_value({{"ran", "0"}, {"kind", "fault"}, {"error", std::string("internal error: ") + e.what()}});
+            msg::Result r;
+            r.kind = msg::Result::Kind::Fault;
+            r.error = std::string("internal error: ") + e.what();
+            own->set_value(r);
         }
     }).detach();
-    st.results.assign(world, {});
+}
+
+// Every rank's result, in the order they come; false (noted) on the first
+// fault, or when time ran out.
+bool collect_results(Step& st, Lead& l) {
+    const uint32_t world = st.self.world;
+    l.results.assign(world, {});
     std::vector<bool> reported(world, false);
     uint32_t count = 0;
     const Deadline collect = Deadline::in(std::max(0.0, st.end.left()));
     bool failed = false;
-    auto take = [&](uint32_t r, const Fields& f) {
-        st.results[r] = f;
+    auto take = [&](uint32_t r, const msg::Result& m) {
+        l.results[r] = m;
         reported[r] = true;
         ++count;
-        const std::string kind = st.results[r]["kind"];
-        if (kind == "fault") {
-            st.note(r, RankState::Fault, st.results[r]["error"]);
+        if (m.kind == msg::Result::Kind::Fault) {
+            l.note(r, RankState::Fault, m.error);
             failed = true;
-        } else if (kind == "peer") {
-            st.note(r, RankState::PeerError, st.results[r]["error"]);
+        } else if (m.kind == msg::Result::Kind::Peer) {
+            l.note(r, RankState::PeerError, m.error);
         }
     };
     while (count < world && !failed && !collect.passed()) {
-        if (!reported[0] && st.own.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            take(0, st.own.get());
+        if (!reported[0] && l.own.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            take(0, l.own.get());
             continue;
         }
-        auto e = st.mux.next(Deadline::in(std::min(0.05, std::max(0.0, collect.left()))));
-        if (!e) continue;
-        const uint32_t r = static_cast<uint32_t>(e->key);
-        if (reported[r]) continue;
-        if (!e->msg) {
-            take(r, {{"kind", "fault"}, {"error", "its process ended during the all-reduce (" + e->error + ")"}});
-            continue;
+        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, collect.left()))));
+        if (!h || reported[h->rank]) continue;
+        if (!h->msg) {
+            msg::Result gone;
+            gone.kind = msg::Result::Kind::Fault;
+            gone.error = h->gone(msg::stage_name(msg::Stage::Collective));
+            take(h->rank, gone);
+        } else if (const auto* m = std::get_if<msg::Result>(&*h->msg)) {
+            take(h->rank, *m);
         }
-        if ((*e->msg)["op"] == "coll") take(r, *e->msg);
     }
     for (uint32_t r = 0; r < world; ++r)
         if (!reported[r])
-            st.note(r, failed ? RankState::Stopped : RankState::Silent,
-                    failed ? "" : "never finished the all-reduce (stuck or stopped)");
-    if (count < world || failed) return false;
+            l.note(r, failed ? RankState::Stopped : RankState::Silent,
+                   failed ? "" : "never finished the all-reduce (stuck or stopped)");
+    return count == world && !failed;
+}
+
+// The figures from every rank's result; false when a transfer failed.
+bool sum_up(Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
     double worst = 0, init = 0;
     bool all_ran = true, all_correct = true, peer = false;
     std::set<std::string> inter, intra;
-    for (uint32_t r = 0; r < world; ++r) {
-        Fields& f = st.results[r];
-        NodeReport& n = rep.nodes[st.members[r].node_index];
-        if (f["ran"] != "1") all_ran = false;
-        if (f["correct"] != "1") all_correct = false;
-        if (!f["error"].empty()) peer = true;
-        worst = std::max(worst, std::atof(f["seconds"].c_str()));
-        init = std::max(init, std::atof(f["init"].c_str()));
-        for (const std::string& x : split_list(f["transports"])) {
+    for (uint32_t r = 0; r < st.self.world; ++r) {
+        const msg::Result& f = l.results[r];
+        NodeReport& n = rep.nodes[l.members[r].node_index];
+        all_ran = all_ran && f.ran;
+        all_correct = all_correct && f.correct;
+        peer = peer || !f.error.empty();
+        worst = std::max(worst, f.seconds);
+        init = std::max(init, f.init);
+        for (const std::string& x : f.transports) {
             if (x.rfind("NET/", 0) == 0) {
                 inter.insert(x);
                 if (n.inter_transport.find(x) == std::string::npos)
@@ -329,9 +344,9 @@ bool lead_collective(Step& st) {
                 intra.insert(x);
             }
         }
-        if (!f["pair_error"].empty()) rep.notes.push_back("pair tests skipped: " + f["pair_error"]);
-        if (!f["passes"].empty() && std::atof(f["passes"].c_str()) < st.iters && r == 0)
-            rep.notes.push_back("the all-reduce stopped after " + f["passes"] + " of " + std::to_string(st.iters) +
+        if (!f.pair_error.empty()) rep.notes.push_back("pair tests skipped: " + f.pair_error);
+        if (f.passes && *f.passes < l.iters && r == 0)
+            rep.notes.push_back("the all-reduce stopped after " + num(*f.passes, 3) + " of " + std::to_string(l.iters) +
                                 " timed passes: its " + num(st.budget.collective, -1) + " s budget was spent");
     }
     if (peer) return false;
@@ -339,12 +354,22 @@ bool lead_collective(Step& st) {
     rep.coll.correct = all_ran && all_correct;
     rep.coll.seconds = worst;
     rep.coll.init_seconds = init;
-    rep.coll.algbw_gbps = worst > 0 ? st.bytes / worst / 1e9 : 0;
+    rep.coll.algbw_gbps = worst > 0 ? l.bytes / worst / 1e9 : 0;
     rep.coll.busbw_gbps = allreduce_busbw(rep.coll.algbw_gbps, rep.coll.nranks);
     rep.coll.inter_transport = join_list({inter.begin(), inter.end()});
     rep.coll.intra_transport = join_list({intra.begin(), intra.end()});
-    progress(self, "all-reduce: busbw " + num(rep.coll.busbw_gbps) + " GB/s, result " +
-                       (rep.coll.correct ? "correct" : "WRONG") + " (" + num(now_s() - st.start) + " s)");
+    return true;
+}
+
+}  // namespace
+
+bool lead_collective(Step& st, Lead& l) {
+    l.phase = "collective";
+    l.hub.stage(msg::Stage::Collective);
+    start_collective(st, l);
+    if (!collect_results(st, l) || !sum_up(st, l)) return false;
+    progress(st.self, "all-reduce: busbw " + num(l.rep.coll.busbw_gbps) + " GB/s, result " +
+                          (l.rep.coll.correct ? "correct" : "WRONG") + " (" + num(now_s() - st.start) + " s)");
     return true;
 }
 

@@ -6,8 +6,10 @@
 // Budget: until 0.7 x --timeout.
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <new>
 
 #include "helper/check/step.h"
@@ -46,14 +48,13 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
 }
 
 // The path, sizes and pair rounds: rank 0 decides them from the hellos.
-bool choose_path(Step& st) {
+bool choose_path(const Step& st, Lead& l) {
     const Self& self = st.self;
-    PreflightReport& rep = st.rep;
+    PreflightReport& rep = l.rep;
     std::vector<std::string> no_gpu;
     for (uint32_t r = 0; r < self.world; ++r)
-        if (st.members[r].hello["gpu_ok"] != "1")
-            no_gpu.push_back(st.members[r].hello["label"] + " rank " + std::to_string(r) + ": " +
-                             st.members[r].hello["gpu_why"]);
+        if (!l.members[r].hello.gpu_ok)
+            no_gpu.push_back(l.members[r].hello.label + " rank " + std::to_string(r) + ": " + l.members[r].hello.gpu_why);
     std::string path = st.o.path;
     if (path == "auto") path = no_gpu.empty() ? "gpu" : (no_gpu.size() == self.world ? "cpu" : "mixed");
     if (path == "gpu" && !no_gpu.empty()) path = "mixed";
@@ -62,94 +63,111 @@ bool choose_path(Step& st) {
                          "); fix those nodes or run with --cpu";
         for (auto& n : rep.nodes)
             for (uint32_t r : n.ranks)
-                if (st.members[r].hello["gpu_ok"] != "1") {
-                    n.problems.push_back("no GPU path: " + st.members[r].hello["gpu_why"]);
+                if (!l.members[r].hello.gpu_ok) {
+                    n.problems.push_back("no GPU path: " + l.members[r].hello.gpu_why);
                     break;
                 }
         return false;
     }
-    st.gpu_path = path == "gpu";
-    st.bytes = st.o.bytes ? st.o.bytes : (st.gpu_path ? (64u << 20) : (4u << 20));
-    st.iters = st.o.iters ? st.o.iters : (st.gpu_path ? 20 : 5);
-    st.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (st.gpu_path ? (16u << 20) : (1u << 20));
+    l.gpu_path = path == "gpu";
+    l.bytes = st.o.bytes ? st.o.bytes : (l.gpu_path ? (64u << 20) : (4u << 20));
+    l.iters = st.o.iters ? st.o.iters : (l.gpu_path ? 20 : 5);
+    l.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (l.gpu_path ? (16u << 20) : (1u << 20));
     // GPU pairs run in the start of the all-reduce's buffer.
-    if (st.gpu_path) st.pair_bytes = std::min(st.pair_bytes, st.bytes);
-    if (st.o.pairs) st.rounds = pair_rounds(static_cast<uint32_t>(rep.nodes.size()));
-    rep.coll.path = st.gpu_path ? "gpu, NCCL " + st.ga.nccl_version : "cpu, TCP ring on " + rep.nodes[0].ifname;
-    rep.coll.bytes = st.bytes;
-    rep.coll.iters = static_cast<uint32_t>(st.iters);
+    if (l.gpu_path) l.pair_bytes = std::min(l.pair_bytes, l.bytes);
+    if (st.o.pairs) l.rounds = pair_rounds(static_cast<uint32_t>(rep.nodes.size()));
+    rep.coll.path = l.gpu_path ? "gpu, NCCL " + st.ga.nccl_version : "cpu, TCP ring on " + rep.nodes[0].ifname;
+    rep.coll.bytes = l.bytes;
+    rep.coll.iters = static_cast<uint32_t>(l.iters);
     return true;
 }
 
 }  // namespace
 
-bool serve_readiness(Step& st) {
+bool serve_readiness(Step& st, Follower& f) {
     set_phase("readiness: waiting for rank 0");
     std::string err;
-    auto m = st.inbox.next(st.ready_by, &err);
-    if (!m || (*m)["op"] != "prepare") return false;
+    auto m = f.inbox.next(st.ready_by, &err);
+    const auto* prep = m ? std::get_if<msg::Prepare>(&*m) : nullptr;
+    if (!prep) return false;
     set_phase("readiness");
-    const std::string e = get_ready(st, (*m)["path"] == "gpu", std::strtoull((*m)["bytes"].c_str(), nullptr, 10));
-    if (!e.empty())
-        std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, e.c_str());
-    wire::send_msg(st.ctl.get(),
-                   {{"op", "ready"}, {"ok", e.empty() ? "1" : "0"}, {"error", e}, {"health", encode_readings(st.health)}},
-                   st.ready_by);
-    return e.empty();
+    msg::Ready ready;
+    ready.error = get_ready(st, prep->gpu, prep->bytes);
+    ready.health = st.health;
+    if (!ready.error.empty())
+        std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
+    f.ctl.send(ready, st.ready_by);
+    return ready.error.empty();
 }
 
-bool lead_readiness(Step& st) {
-    const Self& self = st.self;
-    st.phase = "readiness";
-    st.note(0, RankState::Done, "");
-    if (!choose_path(st)) return false;
-    const Fields prep{{"op", "prepare"}, {"path", st.gpu_path ? "gpu" : "cpu"}, {"bytes", std::to_string(st.bytes)}};
-    for (uint32_t r = 1; r < self.world; ++r) wire::send_msg(st.members[r].ctl.get(), prep, st.ready_by);
-    std::vector<bool> ready(self.world, false);
-    st.node_health.assign(st.rep.nodes.size(), {});
-    auto add_health = [&](uint32_t r, const std::vector<GpuReadings>& g) {
-        auto& h = st.node_health[st.members[r].node_index];
-        h.insert(h.end(), g.begin(), g.end());
-    };
-    // Everyone else was ready, or on its way, and is stopped with no fault.
-    auto stop_the_rest = [&] {
-        for (uint32_t r = 0; r < self.world; ++r)
-            if (st.evidence[r].state == RankState::Done) st.note(r, RankState::Stopped, "");
-        return false;
-    };
-    const std::string own_error = get_ready(st, st.gpu_path, st.bytes);
-    add_health(0, st.health);
-    if (const std::string& e = own_error; !e.empty()) {
-        st.note(0, RankState::Fault, e);
-        return stop_the_rest();
-    }
-    ready[0] = true;
-    uint32_t count = 1;
+namespace {
+
+// Everyone else was ready, or on its way, and is stopped with no fault.
+bool stop_the_rest(Lead& l) {
+    l.stop_the_rest();
+    return false;
+}
+
+// The others' readiness, in the order it comes; false on the first fault
+// (noted), or when time ran out.
+// Every rank's readiness, rank 0's own (on a thread) included, in the
+// order it comes; false on the first fault (noted), or when time ran out.
+bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std::vector<GpuReadings>&)>& add_health) {
+    const uint32_t world = st.self.world;
+    std::vector<bool> ready(world, false);
+    uint32_t count = 0;
+    l.own_ready = on_thread<std::string>([&st, gpu = l.gpu_path, bytes = l.bytes] { return get_ready(st, gpu, bytes); });
     set_phase("readiness", "waiting for every rank's set-up");
-    while (count < self.world) {
-        auto e = st.mux.next(st.ready_by);
-        if (!e) break;
-        const uint32_t r = static_cast<uint32_t>(e->key);
-        if (!e->msg) {
-            st.note(r, RankState::Fault, "its process ended during readiness (" + e->error + ")");
-            return stop_the_rest();
+    while (count < world) {
+        if (l.own_ready.valid() && l.own_ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            const std::string e = l.own_ready.get();
+            add_health(0, st.health);
+            if (!e.empty()) {
+                l.note(0, RankState::Fault, e);
+                return stop_the_rest(l);
+            }
+            ready[0] = true;
+            ++count;
+            continue;
         }
-        Fields& f = *e->msg;
-        if (f["op"] != "ready" || ready[r]) continue;
-        add_health(r, decode_readings(f["health"]));
-        if (f["ok"] != "1") {
-            st.note(r, RankState::Fault, f["error"]);
-            return stop_the_rest();
+        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, st.ready_by.left()))));
+        if (!h && st.ready_by.passed()) break;
+        if (!h) continue;
+        if (!h->msg) {
+            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Readiness)));
+            return stop_the_rest(l);
         }
-        ready[r] = true;
+        const auto* m = std::get_if<msg::Ready>(&*h->msg);
+        if (!m || ready[h->rank]) continue;
+        add_health(h->rank, m->health);
+        if (!m->error.empty()) {
+            l.note(h->rank, RankState::Fault, m->error);
+            return stop_the_rest(l);
+        }
+        ready[h->rank] = true;
         ++count;
     }
-    if (count < self.world) {
-        for (uint32_t r = 0; r < self.world; ++r)
-            if (!ready[r]) st.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
-        return stop_the_rest();
-    }
-    progress(self, "readiness: " + std::to_string(self.world) + " ranks set up (" + num(now_s() - st.start) + " s)");
+    if (count == world) return true;
+    for (uint32_t r = 0; r < world; ++r)
+        if (!ready[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
+    return stop_the_rest(l);
+}
+
+}  // namespace
+
+bool lead_readiness(Step& st, Lead& l) {
+    l.phase = "readiness";
+    l.hub.stage(msg::Stage::Readiness);
+    l.note(0, RankState::Done, "");
+    if (!choose_path(st, l)) return false;
+    l.tell_all(msg::Prepare{l.gpu_path, l.bytes}, st.ready_by);
+    l.node_health.assign(l.rep.nodes.size(), {});
+    auto add_health = [&](uint32_t r, const std::vector<GpuReadings>& g) {
+        auto& h = l.node_health[l.members[r].node_index];
+        h.insert(h.end(), g.begin(), g.end());
+    };
+    if (!await_ready(st, l, add_health)) return false;
+    progress(st.self, "readiness: " + std::to_string(st.self.world) + " ranks set up (" + num(now_s() - st.start) + " s)");
     return true;
 }
 

@@ -74,7 +74,7 @@ std::string missing_ranks(const std::vector<Member>& m, const std::vector<bool>&
     // The nodes from which not one rank came, by Slurm's node names.
     std::set<std::string> seen;
     for (uint32_t r = 0; r < have.size(); ++r)
-        if (have[r]) seen.insert(m[r].hello.count("slurm_node") ? m[r].hello.at("slurm_node") : "");
+        if (have[r]) seen.insert(m[r].hello.slurm_node);
     if (auto hosts = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")))) {
         std::string none;
         for (std::size_t i = 0; i < hosts->size(); ++i)
@@ -164,33 +164,35 @@ bool prepare_self(Step& st) {
         return false;
     }
     st.data_listen = std::move(data_listen.value());
-    std::string problems;
-    for (const auto& p : st.home_problems) problems += (problems.empty() ? "" : " | ") + p;
-    st.hello = {{"rank", std::to_string(st.self.rank)},
-                {"node", std::to_string(st.self.node)},
-                {"label", st.self.label},
-                {"slurm_node", env_or("SLURMD_NODENAME", host_name())},
-                {"gpu_ok", st.ga.ok ? "1" : "0"},
-                {"gpu_why", st.ga.why},
-                {"gpus", std::to_string(st.ga.ok ? st.ga.devices : 0)},
-                {"lanes", std::to_string(std::max<std::size_t>(1, st.devices.size()))},
-                {"data_port", std::to_string(st.data_port)},
-                {"fabric", st.sig.fabric},
-                {"hcas", st.sig.hcas},
-                {"rate", num(st.sig.rate_gbps, -1)},
-                {"mtu", std::to_string(st.sig.mtu)},
-                {"ifname", st.ifname},
-                {"problems", problems},
-                // This process on its host: never a foreign process on a GPU.
-                {"pid", std::to_string(getpid())},
-                {"host", host_name()}};
-    std::string lane_gpus;
-    for (int d : st.devices) lane_gpus += (lane_gpus.empty() ? "" : ";") + gpu::describe(d);
-    st.hello["lane_gpus"] = lane_gpus;
+    uint16_t standby_port = 0;
+    auto standby_listen = wire::listen_tcp("", 0, &standby_port);
+    if (!standby_listen) {
+        std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
+        return false;
+    }
+    st.standby_listen = std::move(standby_listen.value());
+    msg::Hello& h = st.hello;
+    h.rank = st.self.rank;
+    h.node = st.self.node;
+    h.label = st.self.label;
+    h.slurm_node = env_or("SLURMD_NODENAME", host_name());
+    // This process on its host: never a foreign process on a GPU.
+    h.host = host_name();
+    h.pid = static_cast<unsigned>(getpid());
+    h.gpu_ok = st.ga.ok;
+    h.gpu_why = st.ga.why;
+    h.gpus = static_cast<uint32_t>(st.ga.ok ? st.ga.devices : 0);
+    h.lanes = static_cast<uint32_t>(std::max<std::size_t>(1, st.devices.size()));
+    for (int d : st.devices) h.lane_gpus.push_back(gpu::describe(d));
+    h.data_port = st.data_port;
+    h.standby_port = standby_port;
+    h.sig = st.sig;
+    h.ifname = st.ifname;
+    h.problems = st.home_problems;
     return true;
 }
 
-bool join(Step& st) {
+bool join(Step& st, Follower& f) {
     const Self& self = st.self;
     auto ctl = wire::connect_tcp(self.master, self.port, st.rdzv);
     if (!ctl) {
@@ -199,105 +201,161 @@ bool join(Step& st) {
         return false;
     }
     std::string err;
-    auto challenge = wire::recv_msg(ctl->get(), st.rdzv, &err);
+    auto fields = wire::recv_msg(ctl->get(), st.rdzv, &err);
+    auto challenge = fields ? msg::decode_challenge(*fields) : Outcome<msg::Challenge>(Problem{err, ""});
     if (!challenge) {
         std::fprintf(stderr, "mn-preflight: %s rank %u: rank 0 sent no challenge (%s)\n", self.label.c_str(),
-                     self.rank, err.c_str());
+                     self.rank, challenge.problem().text().c_str());
         return false;
     }
-    st.hello["proof"] = hmac_hex(self.secret, (*challenge)["nonce"] + ":" + st.hello["rank"]);
-    st.hello["data_addr"] = wire::local_address(ctl->get());
-    if (!wire::send_msg(ctl->get(), st.hello, st.rdzv)) return false;
-    st.ctl = std::move(ctl.value());
-    st.inbox.start(st.ctl.get(), self, st.end);
+    st.hello.proof = hmac_hex(self.secret, challenge->nonce + ":" + std::to_string(st.hello.rank));
+    st.hello.data_addr = wire::local_address(ctl->get());
+    if (!msg::send(ctl->get(), st.hello, st.rdzv)) return false;
+    f.ctl = Line(std::move(ctl.value()));
+    Standin me;
+    me.self = self;
+    me.o = st.o;
+    me.start = st.start;
+    me.hello = st.hello;
+    me.standby_fd = st.standby_listen.get();
+    f.inbox.start(&f.ctl, me);
     return true;
 }
 
-bool gather(Step& st) {
+namespace {
+
+// One connection to MASTER_PORT: the challenge, then a hello proving the
+// step secret. The member's rank, or none (what was wrong is noted).
+std::optional<uint32_t> admit(Step& st, Lead& l, Fd c, const std::string& peer, const std::vector<bool>& have) {
     const Self& self = st.self;
-    st.phase = "rendezvous";
+    const std::string nonce = random_hex(16);
+    const Deadline hs = Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())));
+    std::string err;
+    if (!msg::send(c.get(), msg::Challenge{nonce}, hs)) return std::nullopt;
+    auto fields = wire::recv_msg(c.get(), hs, &err);
+    if (!fields) {
+        l.rep.notes.push_back("a connection from " + peer + " sent no greeting (" + err + ")");
+        return std::nullopt;
+    }
+    auto h = msg::decode_hello(*fields);
+    if (!h) {
+        l.rep.notes.push_back("refused a connection from " + peer + ": its greeting does not decode (" +
+                              h.problem().text() + ")");
+        return std::nullopt;
+    }
+    const uint32_t r = h->rank;
+    if (h->proof != hmac_hex(self.secret, nonce + ":" + std::to_string(r))) {
+        l.rep.notes.push_back("refused a connection from " + peer + " claiming rank " + std::to_string(r) +
+                              ": it does not hold this step's secret");
+        std::fprintf(stderr, "mn-preflight: %s\n", l.rep.notes.back().c_str());
+        return std::nullopt;
+    }
+    if (r == 0 || r >= self.world || have[r]) {
+        l.rep.notes.push_back("refused a second or out-of-range rank " + std::to_string(r) + " from " + peer);
+        return std::nullopt;
+    }
+    l.members[r].hello = h.value();
+    l.members[r].ctl = Line(std::move(c));
+    l.hub.add(r, &l.members[r].ctl);
+    return r;
+}
+
+// A rank that arrived went silent or away before the others came: the
+// rendezvous ends with it named (noted), the others stopped by it.
+bool lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
+    place_nodes(l, have);
+    l.note(h.rank, RankState::Fault, h.gone(msg::stage_name(msg::Stage::Rendezvous)));
+    std::vector<uint32_t> absent;
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (!have[r]) absent.push_back(r);
+        else if (r != h.rank) l.note(r, RankState::Stopped, "");
+    if (!absent.empty())
+        l.rep.notes.push_back((absent.size() == 1 ? "rank " : "ranks ") + rank_ranges(absent) + " had not arrived yet");
+    return false;
+}
+
+// After the rendezvous: rank 0's hello and the standbys, for every rank.
+void send_roster(const Step& st, Lead& l) {
+    msg::Roster roster;
+    roster.lead = l.members[0].hello;
+    for (uint32_t r = 1; r < st.self.world && r <= kStandbys; ++r) {
+        const msg::Hello& h = l.members[r].hello;
+        roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
+    }
+    // Its own second: the rendezvous' deadline may be all but spent.
+    l.tell_all(roster, Deadline::in(1));
+}
+
+}  // namespace
+
+void place_nodes(Lead& l, const std::vector<bool>& have) {
+    std::map<uint32_t, NodeReport> by_node;
+    for (uint32_t r = 0; r < have.size(); ++r) {
+        if (!have[r]) continue;
+        const msg::Hello& h = l.members[r].hello;
+        NodeReport& n = by_node[h.node];
+        n.node = h.node;
+        if (n.ranks.empty()) {
+            n.host = h.label;
+            n.sig = h.sig;
+            n.ifname = h.ifname;
+            n.gpus = h.gpus;
+            std::string problems;
+            for (const auto& p : h.problems) problems += (problems.empty() ? "" : " | ") + p;
+            if (!problems.empty()) n.problems.push_back(problems);
+        }
+        n.ranks.push_back(r);
+    }
+    std::map<uint32_t, uint32_t> node_index;  // NODE_RANK -> index in rep.nodes
+    for (auto& [id, n] : by_node) {
+        node_index[id] = static_cast<uint32_t>(l.rep.nodes.size());
+        l.rep.nodes.push_back(n);
+    }
+    for (uint32_t r = 0; r < have.size(); ++r)
+        if (have[r]) l.members[r].node_index = node_index[l.members[r].hello.node];
+}
+
+bool gather(Step& st, Lead& l) {
+    const Self& self = st.self;
+    l.phase = "rendezvous";
     uint16_t bound = 0;
     auto lfd = wire::listen_tcp("", self.port, &bound);
     if (!lfd) {
         std::fprintf(stderr, "mn-preflight: %s rank 0: %s\n", self.label.c_str(), lfd.problem().text().c_str());
         return false;
     }
-    auto& members = st.members;
-    members.resize(self.world);
+    l.members.resize(self.world);
+    l.hub.start(self, st.o.json);
+    l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
-    members[0].hello = st.hello;
-    members[0].hello["data_addr"] = self.master;
+    l.members[0].hello = st.hello;
+    l.members[0].hello.data_addr = self.master;
     have[0] = true;
     uint32_t arrived = 1;
-    set_phase("rendezvous", missing_ranks(members, have));
+    set_phase("rendezvous", missing_ranks(l.members, have));
     while (arrived < self.world && !st.rdzv.passed()) {
+        // Those already here are heard meanwhile: one that dies or stops
+        // answering ends the rendezvous at once.
+        while (auto h = l.hear(Deadline::in(0)))
+            if (!h->msg) return lost_in_rendezvous(l, have, *h);
         std::string peer;
-        auto c = wire::accept_one(lfd->get(), st.rdzv, &peer);
-        if (!c) break;
-        const std::string nonce = random_hex(16);
-        const Deadline hs = Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())));
-        std::string err;
-        if (!wire::send_msg(c->get(), {{"nonce", nonce}}, hs)) continue;
-        auto h = wire::recv_msg(c->get(), hs, &err);
-        if (!h) {
-            st.rep.notes.push_back("a connection from " + peer + " sent no greeting (" + err + ")");
-            continue;
-        }
-        Fields& f = *h;
-        const uint32_t r = static_cast<uint32_t>(std::strtoul(f["rank"].c_str(), nullptr, 10));
-        if (f["proof"] != hmac_hex(self.secret, nonce + ":" + f["rank"])) {
-            st.rep.notes.push_back("refused a connection from " + peer + " claiming rank " + f["rank"] +
-                                   ": it does not hold this step's secret");
-            std::fprintf(stderr, "mn-preflight: %s\n", st.rep.notes.back().c_str());
-            continue;
-        }
-        if (r == 0 || r >= self.world || have[r]) {
-            st.rep.notes.push_back("refused a second or out-of-range rank " + f["rank"] + " from " + peer);
-            continue;
-        }
-        members[r].hello = f;
-        members[r].ctl = std::move(c.value());
-        have[r] = true;
+        auto c = wire::accept_one(lfd->get(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))), &peer);
+        if (!c) continue;
+        auto r = admit(st, l, std::move(c.value()), peer, have);
+        if (!r) continue;
+        have[*r] = true;
         ++arrived;
-        set_phase("rendezvous", missing_ranks(members, have));
+        set_phase("rendezvous", missing_ranks(l.members, have));
     }
-    // Nodes, in NODE_RANK order.
-    std::map<uint32_t, NodeReport> by_node;
-    for (uint32_t r = 0; r < self.world; ++r) {
-        if (!have[r]) continue;
-        Fields& f = members[r].hello;
-        const uint32_t node = static_cast<uint32_t>(std::strtoul(f["node"].c_str(), nullptr, 10));
-        NodeReport& n = by_node[node];
-        n.node = node;
-        if (n.ranks.empty()) {
-            n.host = f["label"];
-            n.sig.fabric = f["fabric"];
-            n.sig.hcas = f["hcas"];
-            n.sig.rate_gbps = std::atof(f["rate"].c_str());
-            n.sig.mtu = static_cast<unsigned>(std::atoi(f["mtu"].c_str()));
-            n.ifname = f["ifname"];
-            n.gpus = static_cast<uint32_t>(std::atoi(f["gpus"].c_str()));
-            if (!f["problems"].empty()) n.problems.push_back(f["problems"]);
-        }
-        n.ranks.push_back(r);
-    }
-    std::map<uint32_t, uint32_t> node_index;  // NODE_RANK -> index in rep.nodes
-    for (auto& [id, n] : by_node) {
-        node_index[id] = static_cast<uint32_t>(st.rep.nodes.size());
-        st.rep.nodes.push_back(n);
-    }
-    for (uint32_t r = 0; r < self.world; ++r)
-        if (have[r]) {
-            members[r].node_index = node_index[static_cast<uint32_t>(std::atoi(members[r].hello["node"].c_str()))];
-            if (r > 0) st.mux.add(r, members[r].ctl.get());
-        }
+    place_nodes(l, have);
     if (arrived < self.world) {
-        st.rep.timed_out = "rendezvous: " + missing_ranks(members, have) + " at " + self.master + ":" +
-                           std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +
-                           std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
+        l.rep.timed_out = "rendezvous: " + missing_ranks(l.members, have) + " at " + self.master + ":" +
+                          std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +
+                          std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
         return false;
     }
-    progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(st.rep.nodes.size()) +
+    send_roster(st, l);
+    progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(l.rep.nodes.size()) +
                        " nodes in " + num(now_s() - st.start) + " s");
     return true;
 }

@@ -35,30 +35,40 @@ Budgets Budgets::of(double t) {
     return b;
 }
 
-uint32_t Member::lanes() const {
-    auto it = hello.find("lanes");
-    return static_cast<uint32_t>(std::max(1, it == hello.end() ? 1 : std::atoi(it->second.c_str())));
-}
-
-std::string Step::who(uint32_t rank) const {
+std::string Lead::who(uint32_t rank) const {
     std::string label;
-    if (rank < members.size()) {
-        auto it = members[rank].hello.find("label");
-        if (it != members[rank].hello.end()) label = it->second + " ";
-    }
+    if (rank < members.size() && !members[rank].hello.label.empty()) label = members[rank].hello.label + " ";
     return label + "rank " + std::to_string(rank);
 }
 
-void Step::note(uint32_t rank, RankState s, const std::string& error) {
-    if (evidence.size() < self.world) {
-        evidence.resize(self.world);
-        for (uint32_t r = 0; r < self.world; ++r) {
+void Lead::note(uint32_t rank, RankState s, const std::string& error) {
+    if (evidence.size() < members.size()) {
+        evidence.resize(members.size());
+        for (uint32_t r = 0; r < members.size(); ++r) {
             evidence[r].rank = r;
-            evidence[r].node = members.size() > r ? members[r].node_index : 0;
+            evidence[r].node = members[r].node_index;
         }
     }
     evidence[rank].state = s;
     evidence[rank].error = error;
+}
+
+void Lead::stop_the_rest() {
+    for (uint32_t r = 0; r < members.size(); ++r)
+        if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
+}
+
+bool Lead::own_work_running() const {
+    auto running = [](const auto& f) {
+        return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+    };
+    return running(own) || running(own_pair) || running(own_ready);
+}
+
+std::string Heard::gone(const std::string& phase) const {
+    if (silent) return "stopped answering in " + phase + " (" + error + ")";
+    if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
+    return "its process ended during " + phase + " (" + error + ")";
 }
 
 namespace {
@@ -76,74 +86,6 @@ bool hook_names_rank(const char* var, uint32_t rank) {
 
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
-
-std::vector<double> split_numbers(const std::string& csv) {
-    std::vector<double> out;
-    for (const std::string& x : split_list(csv)) out.push_back(std::atof(x.c_str()));
-    return out;
-}
-
-// ---- the inbox of a rank other than 0 --------------------------------------
-
-struct Inbox::State {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Fields> q;
-    std::string closed;  // why the connection ended
-};
-
-namespace {
-
-// Rank 0 said stop: leave NCCL (abort from this thread) and end with its
-// code, within a bounded time whatever NCCL does.
-[[noreturn]] void stop_now(const Self& self, int code, const std::string& why) {
-    std::fprintf(stderr, "mn-preflight: %s rank %u: stopped by rank 0 (%s)\n", self.label.c_str(), self.rank,
-                 why.c_str());
-    std::fflush(stderr);
-    std::thread([code] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        _exit(code);
-    }).detach();
-    gpu::abort_nccl();
-    std::fflush(stdout);
-    _exit(code);
-}
-
-}  // namespace
-
-void Inbox::start(int fd, const Self& self, Deadline end) {
-    st_ = std::make_shared<State>();
-    std::thread([fd, self, end, s = st_] {
-        while (true) {
-            std::string err;
-            auto m = wire::recv_msg(fd, end, &err);
-            std::lock_guard<std::mutex> g(s->mu);
-            if (!m) {
-                s->closed = err.empty() ? "rank 0 closed the connection" : err;
-                s->cv.notify_all();
-                return;
-            }
-            Fields& f = *m;
-            if (f["op"] == "stop") stop_now(self, std::atoi(f["code"].c_str()), f["why"]);
-            const bool last = f["op"] == "done";
-            s->q.push_back(std::move(f));
-            s->cv.notify_all();
-            if (last) return;  // nothing follows done: leave the socket alone
-        }
-    }).detach();
-}
-
-std::optional<Fields> Inbox::next(const Deadline& d, std::string* err) {
-    std::unique_lock<std::mutex> g(st_->mu);
-    st_->cv.wait_until(g, d.at, [&] { return !st_->q.empty() || !st_->closed.empty(); });
-    if (!st_->q.empty()) {
-        Fields f = std::move(st_->q.front());
-        st_->q.pop_front();
-        return f;
-    }
-    if (err) *err = st_->closed.empty() ? "time ran out" : st_->closed;
-    return std::nullopt;
-}
 
 // ---- the watchdog -------------------------------------------------------------
 
@@ -176,7 +118,15 @@ void mark_done() {
 
 void start_watchdog(double seconds, const Self& self, bool json) {
     std::thread([seconds, self, json] {
-        std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+        // A process that was stopped (SIGSTOP) past its time does not claim
+        // a time-out at once when it resumes: its heartbeat thread first
+        // reads what happened meanwhile (another rank's verdict, a stop).
+        double until = now_s() + seconds;
+        Pulse pulse;
+        while (now_s() < until) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (pulse.skipped()) until = std::max(until, now_s() + 2.0);
+        }
         std::lock_guard<std::mutex> g(watch().mu);
         if (watch().done) return;
         const std::string what = "phase " + watch().phase + " did not finish within --timeout " + num(seconds, -1) +

@@ -7,19 +7,25 @@
 //   collective.cc  the all-reduce (NCCL or a TCP ring), bounded by time
 //   pairs.cc       pair tests between nodes and between a node's GPUs
 //   verdict.cc     blame by evidence, the table or JSON, done or stop
-// helper/check.cc runs them.
+// Beside them, on threads of their own: liveness.cc (heartbeats both ways;
+// a rank silent for kSilence or gone is named at once) and takeover.cc
+// (rank 0 lost: a standby gives the verdict). messages.h holds what they
+// say to each other. helper/check.cc runs them.
 #pragma once
 
 #include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "helper/check.h"
+#include "helper/check/messages.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/check/blame.h"
@@ -31,7 +37,6 @@ namespace mn::check {
 
 using wire::Deadline;
 using wire::Fd;
-using wire::Fields;
 
 std::string env_or(const char* name, const std::string& dflt = "");
 
@@ -59,25 +64,133 @@ struct Budgets {
     static Budgets of(double timeout);
 };
 
-// A rank other than 0: rank 0's messages, read by a thread of its own so
-// that a stop word lands while this rank is busy or stuck inside NCCL. On
-// "stop" that thread aborts NCCL and ends the process with rank 0's code.
-class Inbox {
+// ---- liveness (liveness.cc) --------------------------------------------------
+// Heartbeats on the control connections, both ways, from threads of their
+// own: a rank busy in a long GPU call or transfer still answers, and a rank
+// (rank 0 included) that stops answering or dies is named within seconds,
+// in the phase it was in, rather than at --timeout.
+
+// Every half second, each way.
+constexpr double kBeat = 0.5;
+// A peer is lost after 3 s without a word: six beats in a row missing, so
+// a busy node's scheduler, a dropped packet's retransmission (TCP waits at
+// least 200 ms, then doubles) or a link full of the all-reduce's data
+// never trips it; short enough that detection, a standby taking over
+// (about a second) and the verdict fit in 5 s.
+constexpr double kSilence = 3.0;
+// Ranks 1..kStandbys may give the verdict in rank 0's place; each rank
+// asks them in order, and the lowest that answers does.
+constexpr uint32_t kStandbys = 4;
+
+// Notices that this process itself was not running (SIGSTOP, a frozen VM):
+// a loop's gap between two turns above `limit` seconds. The silence
+// measured meanwhile is then its own, not its peers'.
+class Pulse {
 public:
-    void start(int fd, const Self& self, Deadline end);
-    std::optional<Fields> next(const Deadline& d, std::string* err);
+    bool skipped(double limit = 1.0);
+
+private:
+    double last_ = now_s();
+};
+
+// A control connection: a phase's thread and the heartbeat thread both
+// send on it, one whole message at a time.
+class Line {
+public:
+    Line() = default;
+    explicit Line(Fd fd) : fd_(std::move(fd)) {}
+    int fd() const { return fd_.get(); }
+    explicit operator bool() const { return static_cast<bool>(fd_); }
+    template <typename M>
+    bool send(const M& m, const Deadline& d) {
+        std::lock_guard<std::mutex> g(*mu_);
+        return msg::send(fd_.get(), m, d);
+    }
+
+private:
+    Fd fd_;
+    std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
+};
+
+// What rank 0 hears from a rank: a message, or why none will come (its
+// connection ended, it stopped answering, or it sent something that does
+// not decode: its fault).
+struct Heard {
+    uint32_t rank = 0;
+    std::optional<msg::FromRank> msg;
+    std::string error;
+    bool garbled = false;
+    bool silent = false;
+    // Why this rank is gone, in `phase` ("the all-reduce"): for the verdict.
+    std::string gone(const std::string& phase) const;
+};
+
+// Rank 0's side: every rank's messages, decoded, in the order they come
+// (heartbeats taken here), a heartbeat to each rank every kBeat, a rank
+// silent for kSilence reported once. A rank's Superseded (the others
+// ended the check while this process was stopped) ends the process.
+class Hub {
+public:
+    Hub() = default;
+    Hub(const Hub&) = delete;
+    Hub& operator=(const Hub&) = delete;
+    ~Hub();
+    void start(const Self& self, bool json);
+    void add(uint32_t rank, Line* line);  // a rank that arrived; its Line outlives the hub
+    void stage(msg::Stage s);             // what rank 0's heartbeats say
+    std::optional<Heard> next(const Deadline& d);
+    // Returns once the hub has read what the ranks sent so far (a
+    // Superseded among it ends the process first): before a verdict.
+    void settle();
     struct State;
 
 private:
     std::shared_ptr<State> st_;
+    std::thread thread_;
 };
+
+// What a rank other than 0 needs to give the verdict in rank 0's place
+// (takeover.cc), copied for its inbox's thread.
+struct Standin {
+    Self self;
+    CheckOptions o;
+    double start = 0;
+    msg::Hello hello;
+    int standby_fd = -1;  // its standby port's listening socket
+};
+
+// A rank other than 0: rank 0's messages, read by a thread of its own that
+// also sends this rank's heartbeats, so that a stop word lands while this
+// rank is busy or stuck inside NCCL (the thread aborts NCCL and ends the
+// process with rank 0's code). Rank 0 lost (its connection ended, nothing
+// from it for kSilence, a message that does not decode): the thread ends
+// the check through the standbys (takeover.cc), never returning.
+class Inbox {
+public:
+    Inbox() = default;
+    Inbox(const Inbox&) = delete;
+    Inbox& operator=(const Inbox&) = delete;
+    ~Inbox();
+    void start(Line* ctl, const Standin& me);
+    std::optional<msg::FromLead> next(const Deadline& d, std::string* err);
+    struct State;
+
+private:
+    std::shared_ptr<State> st_;
+    std::thread thread_;
+};
+
+// Rank 0 is lost: the standbys' way to a verdict. Never returns.
+[[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,
+                            Line& ctl);
+// Leaves NCCL and ends the process with `code` (bounded, whatever NCCL does).
+[[noreturn]] void end_now(int code);
 
 // Rank 0's view of one rank.
 struct Member {
-    Fields hello;
-    Fd ctl;  // rank 0's own entry has none
+    msg::Hello hello;
+    Line ctl;  // rank 0's own entry has none
     uint32_t node_index = 0;
-    uint32_t lanes() const;
 };
 
 // One round of GPU pair tests: each lane's (NCCL rank's) color, -1 to sit
@@ -91,6 +204,7 @@ struct GpuRound {
     std::map<int, Pair> what;
 };
 
+// What every rank has, rank 0 included.
 struct Step {
     CheckOptions o;
     Self self;
@@ -106,20 +220,41 @@ struct Step {
     std::string nccl_log;
     Fd data_listen;
     uint16_t data_port = 0;
-    Fields hello;
+    Fd standby_listen;  // a standby's port, for the others' reports if rank 0 is lost
+    msg::Hello hello;
     // GPU set-up and NVML's readings, started at launch so they overlap
     // the rendezvous: "" or the fault, and the readings.
     std::shared_future<std::pair<std::string, std::vector<GpuReadings>>> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
+};
 
-    // A rank other than 0.
-    Fd ctl;
+// Runs fn on a thread of its own, its result in the future: rank 0's own
+// work beside its listening. The thread is detached, so nobody waits on it
+// longer than they choose; the verdict ends the process if it still runs.
+template <typename T, typename Fn>
+std::future<T> on_thread(Fn fn) {
+    auto p = std::make_shared<std::promise<T>>();
+    std::future<T> f = p->get_future();
+    std::thread([p, fn = std::move(fn)]() mutable {
+        try {
+            p->set_value(fn());
+        } catch (...) {
+            p->set_exception(std::current_exception());
+        }
+    }).detach();
+    return f;
+}
+
+// A rank other than 0: its line to rank 0 (the inbox is destroyed first).
+struct Follower {
+    Line ctl;
     Inbox inbox;
+};
 
-    // Rank 0.
+// Rank 0: the members, what they said, and the report taking shape.
+struct Lead {
     std::vector<Member> members;
-    wire::Mux mux;
     PreflightReport rep;
     std::vector<RankEvidence> evidence;  // one per rank, for the verdict
     std::vector<std::vector<GpuReadings>> node_health;  // per node: its GPUs' readings, from readiness
@@ -130,12 +265,27 @@ struct Step {
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;  // node pair rounds
     std::vector<GpuRound> gpu_rounds;
     std::vector<uint32_t> first_lane;    // each rank's first NCCL rank
-    std::vector<Fields> results;         // each rank's collective result
-    std::future<Fields> own;             // rank 0's own share, on a thread
+    std::vector<msg::Result> results;    // each rank's collective result
+    std::future<msg::Result> own;        // rank 0's own share, on a thread
+    std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread
+    std::future<std::string> own_ready;     // rank 0's own readiness, on a thread
+    Hub hub;                             // destroyed before the members' Lines
 
     // The ranks of this step as rank 0 numbers them, for messages.
     std::string who(uint32_t rank) const;
     void note(uint32_t rank, RankState s, const std::string& error);
+    // The next message from any rank (or a rank's end); none at d.
+    std::optional<Heard> hear(const Deadline& d) { return hub.next(d); }
+    // Sends to every rank but 0.
+    template <typename M>
+    void tell_all(const M& m, const Deadline& d) {
+        for (uint32_t r = 1; r < members.size(); ++r)
+            if (members[r].ctl) members[r].ctl.send(m, d);
+    }
+    // Marks every rank not yet at fault stopped (another rank failed).
+    void stop_the_rest();
+    // Rank 0's own work (readiness, its share, a pair test) still running.
+    bool own_work_running() const;
 };
 
 // The watchdog: nothing outlives --timeout.
@@ -157,22 +307,25 @@ bool exits_on_purpose(uint32_t rank);
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc
-bool prepare_self(Step& st);       // every rank: facts, GPU set-up started, data port
-bool join(Step& st);               // rank != 0: connect, prove the secret, say hello
-bool gather(Step& st);             // rank 0: every rank arrives
+bool prepare_self(Step& st);                // every rank: facts, GPU set-up started, data port
+bool join(Step& st, Follower& f);           // rank != 0: connect, prove the secret, say hello
+bool gather(Step& st, Lead& l);             // rank 0: every rank arrives
+// The report's nodes, in NODE_RANK order, from the hellos of the ranks
+// present; each member gets its node's index.
+void place_nodes(Lead& l, const std::vector<bool>& have);
 // readiness.cc
-bool serve_readiness(Step& st);    // rank != 0
-bool lead_readiness(Step& st);     // rank 0: go, or the failure that stops everyone
+bool serve_readiness(Step& st, Follower& f);
+bool lead_readiness(Step& st, Lead& l);     // rank 0: go, or the failure that stops everyone
 // collective.cc
-bool serve_collective(Step& st);   // rank != 0
-bool lead_collective(Step& st);    // rank 0
-Fields run_share(const Fields& plan, const Step& st);  // this rank's part of the all-reduce
+bool serve_collective(Step& st, Follower& f);
+bool lead_collective(Step& st, Lead& l);
+msg::Result run_share(const msg::Plan& plan, const Step& st);  // this rank's part of the all-reduce
 // pairs.cc
-std::vector<std::vector<int>> gpu_pair_plan(Step& st);  // fills st.gpu_rounds: per round, each lane's color
-int serve_pairs(Step& st);         // rank != 0: pair tests on rank 0's cue, until done
-void lead_pairs(Step& st);         // rank 0
+std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
+int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's cue, until done
+void lead_pairs(Step& st, Lead& l);
 // verdict.cc
-int verdict(Step& st);             // rank 0: blame, print, tell every rank done or stop
+int verdict(Step& st, Lead& l);             // rank 0: blame, print, tell every rank done or stop
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {
@@ -191,6 +344,5 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
                          const std::string& secret, const Deadline& d);
 Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
                         const Deadline& d);
-std::vector<double> split_numbers(const std::string& csv);
 
 }  // namespace mn::check

@@ -14,31 +14,45 @@
 
 namespace mn::check {
 
-int verdict(Step& st) {
-    PreflightReport& rep = st.rep;
-    if (!st.evidence.empty()) {
-        const Blame b = assign_blame(st.evidence);
+namespace {
+
+// Blame by evidence, and NVML's findings per node, into the report.
+void weigh(const Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
+    if (!l.evidence.empty()) {
+        const Blame b = assign_blame(l.evidence);
         for (const auto& [node, why] : b.faults)
             for (const auto& w : why) rep.nodes[node].problems.push_back(w);
         for (const auto& [node, on] : b.waited_on)
             for (uint32_t c : on) rep.nodes[node].waited_on.push_back(rep.nodes[c].host);
-        for (const auto& [rank, text] : b.notes) rep.notes.push_back(st.who(rank) + ": " + text);
+        for (const auto& [rank, text] : b.notes) rep.notes.push_back(l.who(rank) + ": " + text);
         if (b.timed_out && rep.timed_out.empty())
-            rep.timed_out = st.phase + ": " + (b.silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(b.silent) +
+            rep.timed_out = l.phase + ": " + (b.silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(b.silent) +
                             " did not report within --timeout " + num(st.o.timeout, -1) + " s";
     }
     // GPU health (NVML) per node: a fail blames the node, a warning is a note.
-    for (std::size_t i = 0; i < st.node_health.size() && i < rep.nodes.size(); ++i) {
+    for (std::size_t i = 0; i < l.node_health.size() && i < rep.nodes.size(); ++i) {
         std::set<unsigned> ours;  // every rank of the step on the same host
         std::string host;
-        for (uint32_t r : rep.nodes[i].ranks) host = st.members[r].hello["host"];
-        for (auto& m : st.members)
-            if (m.hello["host"] == host) ours.insert(static_cast<unsigned>(std::atoi(m.hello["pid"].c_str())));
-        for (const auto& f : gpu_health(rep.nodes[i].host, st.node_health[i], ours)) {
+        for (uint32_t r : rep.nodes[i].ranks) host = l.members[r].hello.host;
+        for (const auto& m : l.members)
+            if (m.hello.host == host) ours.insert(m.hello.pid);
+        for (const auto& f : gpu_health(rep.nodes[i].host, l.node_health[i], ours)) {
             if (f.fail) rep.nodes[i].problems.push_back(f.text.substr(rep.nodes[i].host.size() + 1));
             else rep.notes.push_back("warning: " + f.text);
         }
     }
+}
+
+}  // namespace
+
+int verdict(Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
+    l.hub.stage(msg::Stage::Verdict);
+    // What the ranks sent is read first: if they ended the check while this
+    // process was stopped (a Superseded), their verdict stands, not this one.
+    l.hub.settle();
+    weigh(st, l);
     rep.min_busbw = st.o.min_busbw;
     rep.elapsed = now_s() - st.start;
     judge(rep);
@@ -49,15 +63,15 @@ int verdict(Step& st) {
     // Done after a pass; stop otherwise, so a rank inside NCCL (waiting on
     // a failed one) leaves it now rather than at its watchdog.
     const std::string why = rep.problems.empty() ? "check failed" : rep.problems.front();
-    const Fields word{{"op", rep.code == kPass ? "done" : "stop"}, {"code", std::to_string(rep.code)}, {"why", why}};
-    for (uint32_t r = 1; r < st.members.size(); ++r)
-        if (st.members[r].ctl) wire::send_msg(st.members[r].ctl.get(), word, Deadline::in(1));
-    // Rank 0's own share may still be inside NCCL: abort it; the process
-    // ends with the verdict either way.
-    // (A TCP transfer has nothing to abort: the process just ends.)
-    if (st.own.valid() && st.own.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        if (st.gpu_path) gpu::abort_nccl();
-        if (st.own.wait_for(std::chrono::milliseconds(st.gpu_path ? 2000 : 0)) != std::future_status::ready) {
+    l.tell_all(msg::Word{rep.code == kPass, rep.code, why}, Deadline::in(1));
+    // Rank 0's own work may still be inside NCCL: abort it; the process
+    // ends with the verdict either way. (A TCP transfer has nothing to
+    // abort: the process just ends.)
+    if (l.own_work_running()) {
+        if (l.gpu_path) gpu::abort_nccl();
+        for (int i = 0; l.gpu_path && i < 200 && l.own_work_running(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (l.own_work_running()) {
             std::fflush(stderr);
             _exit(rep.code);
         }

@@ -1,11 +1,16 @@
-// mn-preflight's challenge: rank 0 sends a nonce, a rank answers with its
-// rank and HMAC-SHA-256(step secret, nonce ":" rank) in a framed message,
-// and rank 0 takes it only when the proof matches (helper/check.cc).
+// mn-preflight's challenge: rank 0 sends a nonce, a rank answers with a
+// hello (helper/check/messages.h) carrying its rank and HMAC-SHA-256(step
+// secret, nonce ":" rank), and rank 0 takes it only when the proof matches
+// (helper/check/rendezvous.cc); data connections open with a greeting
+// proving HMAC(step secret, "data:" purpose ":" rank) (collective.cc).
 // Input: secret '\0' nonce '\0' the bytes a peer sends back.
 //  - our SHA-256 and HMAC agree with OpenSSL's on any key and message;
 //  - the peer's bytes, whatever they are, are refused unless they carry the
-//    proof for this secret and nonce;
-//  - a rank that knows the secret is taken, and its rank reads back.
+//    proof for this secret and nonce, as a hello or as a data greeting;
+//  - a rank that knows the secret is taken, and its hello reads back whole;
+//  - a rank's report to a standby (rank 0 lost, takeover.cc) is taken only
+//    with its own proof, HMAC(step secret, "takeover:" rank);
+//  - the challenge itself travels intact.
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <sys/socket.h>
@@ -14,6 +19,7 @@
 #include <cstring>
 
 #include "tests/fuzz/fuzz.h"
+#include "helper/check/messages.h"
 #include "helper/wire.h"
 #include "lib/util/sha256.h"
 
@@ -21,10 +27,26 @@ namespace {
 
 std::string hex(const unsigned char* p, std::size_t n) { return mn::to_hex(p, n); }
 
-// Rank 0's side of the exchange, as check.cc does it: the proof over the
-// rank field as sent, compared with the expected one.
-bool accepted(const std::string& secret, const std::string& nonce, mn::wire::Fields& hello) {
-    return hello["proof"] == mn::hmac_hex(secret, nonce + ":" + hello["rank"]);
+namespace msg = mn::check::msg;
+
+// Rank 0's side of the exchange, as rendezvous.cc does it: the hello
+// decodes, and its proof is the one for its rank under this nonce.
+bool accepted(const std::string& secret, const std::string& nonce, const mn::wire::Fields& f) {
+    auto hello = msg::decode_hello(f);
+    return hello && hello->proof == mn::hmac_hex(secret, nonce + ":" + std::to_string(hello->rank));
+}
+
+// A standby's side when rank 0 is lost (takeover.cc's take_reports).
+bool report_accepted(const std::string& secret, const mn::wire::Fields& f) {
+    auto r = msg::decode_takeover_report(f);
+    return r && r->hello.proof == mn::hmac_hex(secret, "takeover:" + std::to_string(r->hello.rank));
+}
+
+// A data port's side (collective.cc's data_accept).
+bool data_accepted(const std::string& secret, const std::string& purpose, uint32_t from, const mn::wire::Fields& f) {
+    auto g = msg::decode_data_greeting(f);
+    return g && g->purpose == purpose && g->rank == from &&
+           g->proof == mn::hmac_hex(secret, "data:" + purpose + ":" + std::to_string(g->rank));
 }
 
 std::optional<mn::wire::Fields> over_socket(const std::string& bytes) {
@@ -69,20 +91,44 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     // A stray peer: its bytes as the answer to a challenge with a secret it
     // cannot know (derived from the input, so it differs from anything in it).
     const std::string step_secret = "step-secret:" + mn::hmac_hex(secret, peer);
-    if (auto hello = over_socket(peer)) {
-        FUZZ_CHECK(!accepted(step_secret, nonce, *hello), "a stray peer was taken as rank '%s'",
-                   (*hello)["rank"].c_str());
+    if (auto stray = over_socket(peer)) {
+        FUZZ_CHECK(!accepted(step_secret, nonce, *stray), "a stray peer was taken as a rank");
+        FUZZ_CHECK(!data_accepted(step_secret, "ring", 1, *stray), "a stray peer was taken on a data port");
+        FUZZ_CHECK(!report_accepted(step_secret, *stray), "a stray peer was taken as a rank's report to a standby");
     }
 
-    // A rank with the secret: the greeting it builds is taken and names it.
-    std::string rank = peer.substr(0, 10);
-    for (auto& c : rank) c = static_cast<char>('0' + static_cast<unsigned char>(c) % 10);
-    mn::wire::Fields hello{{"rank", rank}, {"node", "0"}, {"label", peer.substr(0, 64)}};
-    hello["proof"] = mn::hmac_hex(secret, nonce + ":" + hello["rank"]);
-    auto back = over_socket(frame(mn::wire::encode(hello)));
-    FUZZ_CHECK(back && accepted(secret, nonce, *back) && (*back)["rank"] == rank, "rank '%s' with the secret refused",
-               rank.c_str());
+    // The challenge arrives as sent.
+    auto c = over_socket(frame(mn::wire::encode(msg::encode(msg::Challenge{nonce}))));
+    FUZZ_CHECK(c && msg::decode_challenge(*c) && msg::decode_challenge(*c)->nonce == nonce, "the nonce changed");
+
+    // A rank with the secret: the hello it builds is taken and reads back whole.
+    msg::Hello hello;
+    for (unsigned char ch : peer.substr(0, 4)) hello.rank = hello.rank * 10 + ch % 10;
+    hello.label = peer.substr(0, 64);
+    hello.gpu_why = peer;
+    hello.lane_gpus = {nonce, peer.substr(0, 8)};
+    hello.proof = mn::hmac_hex(secret, nonce + ":" + std::to_string(hello.rank));
+    auto back = over_socket(frame(mn::wire::encode(msg::encode(hello))));
+    FUZZ_CHECK(back && accepted(secret, nonce, *back) && msg::decode_hello(*back).value() == hello,
+               "rank %u with the secret refused or changed", hello.rank);
     // ... and refused under another nonce (a replayed greeting).
     FUZZ_CHECK(!accepted(secret, nonce + "x", *back), "a greeting was taken for another nonce");
+
+    // A report to a standby with the secret: taken; the hello's challenge
+    // proof is not one (another message, another proof).
+    msg::TakeoverReport report{hello};
+    report.hello.proof = mn::hmac_hex(secret, "takeover:" + std::to_string(hello.rank));
+    auto rf = over_socket(frame(mn::wire::encode(msg::encode(report))));
+    FUZZ_CHECK(rf && report_accepted(secret, *rf) && msg::decode_takeover_report(*rf).value() == report,
+               "a report with the secret refused or changed");
+    FUZZ_CHECK(!report_accepted(secret, msg::encode(msg::TakeoverReport{hello})) || nonce == "takeover",
+               "a hello's proof was taken for a report");
+
+    // A data greeting with the secret: taken for its purpose and rank only.
+    const msg::DataGreeting g{nonce, hello.rank, mn::hmac_hex(secret, "data:" + nonce + ":" + std::to_string(hello.rank))};
+    auto gf = over_socket(frame(mn::wire::encode(msg::encode(g))));
+    FUZZ_CHECK(gf && data_accepted(secret, nonce, hello.rank, *gf), "a data greeting with the secret refused");
+    FUZZ_CHECK(!data_accepted(secret, nonce + "x", hello.rank, *gf) && !data_accepted(secret, nonce, hello.rank + 1, *gf),
+               "a data greeting was taken for another purpose or rank");
     return 0;
 }

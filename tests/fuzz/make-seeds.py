@@ -56,32 +56,91 @@ for name, (a, b) in {"ib-two-rates": (ib, ib_slow), "ib-and-down": (ib, ib_down)
     put("sysfs", name, "|".join(a + b))
 
 
+def escape(v):
+    return v.replace("\\", "\\\\").replace("\n", "\\n")
+
+
 def frame(fields):
-    body = "".join(f"{k}={v}\n" for k, v in sorted(fields.items())).encode()
+    """helper/wire's framing: 4-byte length, key=value lines in key order."""
+    body = "".join(f"{k}={escape(v)}\n" for k, v in sorted(fields.items())).encode()
     return struct.pack(">I", len(body)) + body
 
 
-hello = {"rank": "1", "node": "1", "label": "node1", "slurm_node": "node1", "gpu_ok": "0",
-         "gpu_why": "no GPU visible (CUDA_VISIBLE_DEVICES='')", "gpus": "0", "lanes": "1", "data_port": "41234",
-         "fabric": "socket", "hcas": "", "rate": "0", "mtu": "1500", "ifname": "eth0", "problems": "",
-         "data_addr": "10.250.0.11"}
-plan = {"op": "coll", "path": "cpu", "nranks": "3", "first_rank": "0", "bytes": "33554432", "warmup": "2",
-        "iters": "10", "pair_bytes": "8388608", "next_addr": "10.250.0.12", "next_port": "41235"}
-for name, data in {"nonce": frame({"nonce": "9f86d081884c7d659a2feaa0c55ad015"}), "hello": frame(hello),
-                   "plan": frame(plan), "done": frame({"op": "done", "code": "1"}),
-                   "pair": frame({"op": "pair", "tag": "0-1", "peer": "1", "peer_addr": "10.250.0.11",
-                                  "peer_port": "41236", "bytes": "8388608", "iters": "5", "budget": "4.5"}),
-                   "http-probe": b"GET / HTTP/1.1\r\nHost: node0\r\n\r\n", "short": b"\x00\x00\x01",
-                   "two-frames": frame({"nonce": "ab"}) + frame({"rank": "2"})}.items():
+def items(key, values):
+    """helper/check/messages' lists: KEY=count, then KEY.0, KEY.1, ..."""
+    out = {key: str(len(values))}
+    out.update({f"{key}.{i}": v for i, v in enumerate(values)})
+    return out
+
+
+def nested(key, fields):
+    """A message inside another (a roster's hello): its fields under KEY."""
+    return {f"{key}.{k}": v for k, v in fields.items() if k != "op"}
+
+
+# Every message as mn-preflight sends it (helper/check/messages.cc).
+hello = {"op": "hello", "rank": "1", "node": "1", "label": "node1", "slurm_node": "node1", "host": "node1",
+         "pid": "4242", "gpu_ok": "0", "gpu_why": "no CUDA driver (libcuda.so.1 not found)", "gpus": "0",
+         "lanes": "1", "data_addr": "10.250.0.11", "data_port": "41234", "standby_port": "41240",
+         "fabric": "socket", "hcas": "",
+         "rate": "0", "mtu": "1500", "ifname": "eth0", "proof": "", **items("lane_gpus", []),
+         **items("problems", [])}
+gpu_hello = dict(hello, gpu_ok="1", gpu_why="", gpus="8", lanes="2", fabric="ib", hcas="mlx5_0:1,mlx5_1:1",
+                 rate="400", mtu="4096", **items("lane_gpus", ["GPU0 (0000:19:00.0)", "GPU1 (0000:3b:00.0)"]),
+                 **items("problems", ["mlx5_2:1 DOWN", "a | b"]))
+cpu_plan = {"op": "plan", "path": "cpu", "bytes": "4194304", "iters": "5", "warmup": "5", "budget": "2",
+            "pair_budget": "0.40000000000000002", "pair_bytes": "1048576", "nranks": "3", "first_rank": "0",
+            "id": "", "next_addr": "10.250.0.12", "next_port": "41235", **items("colors", [])}
+gpu_plan = dict(cpu_plan, path="gpu", bytes="67108864", iters="20", nranks="4", first_rank="2",
+                id="f" * 256, **items("colors", ["0,0", "-1,1", "1000,1000"]))
+health = "\x1f".join(["GPU0 (0000:19:00.0)", "1", "", "4242:512:mn-preflight", "0", "", "0", "0", "4", "4",
+                      "16", "16", "18", "18", ""])
+result_cpu = {"op": "result", "ran": "1", "correct": "1", "error": "", "kind": "", "seconds": "0.0123",
+              "init": "0", "passes": "4.5", "pair_error": "", **items("transports", []),
+              **items("pair_seconds", [])}
+result_gpu = dict(result_cpu, seconds="0.00042", init="1.25", **items("transports", ["NET/IB", "P2P/CUMEM"]),
+                  **items("pair_seconds", ["0.001,0.0011", "-1,0.002"]))
+del result_gpu["passes"]
+messages = {
+    "challenge": {"op": "challenge", "nonce": "9f86d081884c7d659a2feaa0c55ad015"},
+    "hello": hello, "hello-gpu": gpu_hello,
+    "prepare": {"op": "prepare", "path": "cpu", "bytes": "4194304"},
+    "plan": cpu_plan, "plan-gpu": gpu_plan,
+    "pair-cue": {"op": "pair_cue", "tag": "pair:0:0", "peer": "1", "peer_addr": "10.250.0.11", "peer_port": "41236",
+                 "connect": "1", "bytes": "1048576", "iters": "3", "budget": "4.5", "time_bound": "0.4"},
+    "done": {"op": "word", "end": "done", "code": "0", "why": "check failed"},
+    "stop": {"op": "word", "end": "stop", "code": "1", "why": "node1: rank 1: set-up failed\nsecond line"},
+    "ready": {"op": "ready", "error": "", "health": health},
+    "ready-fault": {"op": "ready", "error": "GPU1 (0000:3b:00.0): cudaMalloc failed", "health": ""},
+    "result": result_cpu, "result-gpu": result_gpu,
+    "result-peer": dict(result_cpu, ran="0", correct="0", kind="peer", error="ring from rank 2 to rank 1: \\ x"),
+    "pair-report": {"op": "pair_report", "tag": "pair:0:0", "seconds": "0.0042", "error": ""},
+    "data": {"op": "data", "purpose": "ring", "rank": "2", "proof": "ab" * 32},
+    "bad-number": dict(cpu_plan, bytes="12x"), "missing-field": {"op": "prepare", "path": "gpu"},
+    # Liveness and takeover (helper/check/liveness.cc, takeover.cc).
+    "beat": {"op": "beat", "stage": "collective"},
+    "roster": {"op": "roster", **nested("lead", dict(hello, rank="0", node="0", label="node0", data_addr="10.250.0.10")),
+               **items("standbys", []), "standbys.0.rank": "1", "standbys.0.label": "node1",
+               "standbys.0.addr": "10.250.0.11", "standbys.0.port": "41240", "standbys": "1"},
+    "superseded": {"op": "superseded", "by": "1", "by_label": "node1", "code": "1"},
+    "takeover": {"op": "takeover", **nested("hello", dict(hello, proof="cd" * 32))},
+    "takeover-ack": {"op": "takeover_ack", "rank": "1"},
+}
+for name, fields in messages.items():
+    put("wire", name, frame(fields))
+for name, data in {"http-probe": b"GET / HTTP/1.1\r\nHost: node0\r\n\r\n", "short": b"\x00\x00\x01",
+                   "two-frames": frame(messages["challenge"]) + frame({"op": "hello", "rank": "2"})}.items():
     put("wire", name, data)
 
 secret = "4f3c2b1a09f8e7d6c5b4a39281706f5e"
 nonce = "9f86d081884c7d659a2feaa0c55ad015"
 good = dict(hello, proof=hmac.new(secret.encode(), f"{nonce}:1".encode(), hashlib.sha256).hexdigest())
-data_hello = {"purpose": "ring", "rank": "2",
+data_hello = {"op": "data", "purpose": "ring", "rank": "2",
               "proof": hmac.new(secret.encode(), b"data:ring:2", hashlib.sha256).hexdigest()}
-for name, data in {"hello": frame(good), "data": frame(data_hello), "no-proof": frame(hello),
-                   "long-key": frame({"rank": "1", "proof": "0" * 64})}.items():
+report = {"op": "takeover", **nested("hello", dict(hello, proof=hmac.new(secret.encode(), b"takeover:1",
+                                                                        hashlib.sha256).hexdigest()))}
+for name, data in {"hello": frame(good), "data": frame(data_hello), "no-proof": frame(hello), "takeover": frame(report),
+                   "long-key": frame({"op": "hello", "rank": "1", "proof": "0" * 64})}.items():
     key = ("k" * 100 if name == "long-key" else secret).encode()
     put("handshake", name, key + b"\0" + nonce.encode() + b"\0" + data)
 

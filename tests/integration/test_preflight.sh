@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # mn-preflight on the real local Slurm (CPU path: TCP ring on eth0): a
 # healthy check, a slow link (tc tbf), an odd MTU, a rank that never
-# arrives, a rank stuck in the all-reduce, a rank whose set-up fails (the
-# MN_PREFLIGHT_FAIL_SETUP test hook), a rank without the step secret, bad
-# options, the prolog mode.
+# arrives, a rank stopped (SIGSTOP) in the middle of the check, rank 0
+# stopped or killed (another rank gives the verdict), a rank whose set-up
+# fails (the MN_PREFLIGHT_FAIL_SETUP test hook), a rank without the step
+# secret, bad options, the prolog mode.
 source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 plugstack required
@@ -86,20 +87,95 @@ t_rank_never_arrives() {
   pass "$name"
 }
 
-t_rank_stuck_in_collective() {
-  local name="a rank stopped in the middle of the all-reduce: time-out, exit 3, that rank named, its neighbours' errors shown"
-  local t0=$SECONDS
-  # The all-reduce's time bound is 0.1 x --timeout (2 s here): the rank
-  # stops 1 s in, while the ring is still turning.
-  run srun -N3 -n3 --mn-nccl bash -c "
-    if [ \$SLURM_PROCID = 2 ]; then
-      $PF --timeout 20 --size 64M --iters 50 & pid=\$!; sleep 1; kill -STOP \$pid; sleep 21; kill -CONT \$pid; wait
-    else exec $PF --timeout 20 --size 64M --iters 50; fi"
-  [ $RC -eq 3 ] && has 'time-out: collective: rank 2 did not report' && has '^note: node[01] rank [01]: ring from rank [02] to rank [12]: ' &&
-    row node2 | grep -q 'rank 2: never finished the all-reduce' &&
-    row node0 | grep -q 'waited on node2$' && row node1 | grep -q 'waited on node2$' && ! has '^problem: node[01]' &&
-    [ $((SECONDS - t0)) -lt 40 ] || { fail "$name" "rc=$RC after $((SECONDS - t0)) s"; return; }
-  pass "$name"
+# signal_rank RANK SIGNAL CMD...: runs the step CMD (each task writes its
+# pid to $OUT/pid.$SLURM_PROCID, then execs the check) in the background,
+# sends SIGNAL to that rank's process 1.5 s after every task started, and
+# waits for a verdict line (^FAIL or ^PASS) in any task's output. Then
+# resumes a stopped process and waits for srun. Sets MS (from the signal
+# to the verdict, or "none"), VERDICT_FROM (the task that printed it), RC;
+# every task's stdout and stderr in $OUT/last.
+signal_rank() {
+  local rank=$1 sig=$2 i f victim t0 spid
+  shift 2
+  rm -f "$OUT"/pid.* "$OUT"/out.* "$OUT"/err.*
+  timeout 120 srun -o "$OUT/out.%t" -e "$OUT/err.%t" "$@" >"$OUT/srun" 2>&1 &
+  spid=$!
+  for i in $(seq 200); do
+    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  sleep 1.5
+  victim=$(cat "$OUT/pid.$rank" 2>/dev/null)
+  [ -n "$victim" ] || { MS=none; wait $spid; RC=$?; return; }
+  # The inline check runs in a child of the task's process.
+  [ -n "${SIGNAL_CHILD:-}" ] && victim=$(cat "/proc/$victim/task/$victim/children" | awk '{print $1}')
+  t0=$(date +%s%N)
+  kill -"$sig" "$victim"
+  MS=none VERDICT_FROM=
+  for i in $(seq 200); do
+    f=$(grep -lE '^(FAIL|PASS)' "$OUT"/out.* 2>/dev/null | head -1)
+    if [ -n "$f" ]; then
+      MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+      VERDICT_FROM=${f##*.}
+      break
+    fi
+    sleep 0.05
+  done
+  # A stopped rank resumes late: it must end quietly, not with a second verdict.
+  sleep 0.5
+  [ "$sig" = STOP ] && kill -CONT "$victim"
+  wait $spid
+  RC=$?
+  for f in "$OUT"/out.* "$OUT"/err.* "$OUT/srun"; do sed "s|^|${f##*/}: |" "$f"; done >"$OUT/last"
+}
+
+# The task command: its pid, then the check.
+pid_then() { echo "echo \$\$ > $OUT/pid.\$SLURM_PROCID; exec $*"; }
+
+t_rank_stopped() {
+  local name="a rank stopped (SIGSTOP) 1.5 s into a check with --timeout 20: exit 1 within 8 s of the stop, that rank, its node and the phase named, nobody else blamed"
+  signal_rank 2 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
+    has '^out.0: node2 .*rank 2: stopped answering in (the rendezvous|readiness|the all-reduce|the pair tests) \(nothing heard from it for 3 s\)$' &&
+    has '^out.0: problem: node2: rank 2: stopped answering in ' && [ "$(count '^out.0: problem:')" = 1 ] &&
+    has '^out.0: node0 .*waited on node2$' && has '^out.0: node1 .*waited on node2$' && [ "$(count '^out.[0-9]+: FAIL')" = 1 ] ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}"; return; }
+  pass "$name (verdict ${MS} ms after the stop)"
+}
+
+t_rank0_stopped() {
+  local name="rank 0 stopped (SIGSTOP): rank 1 prints the table naming node0 within 8 s, exit 1; rank 0, resumed, gives no second verdict"
+  signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 1 ] &&
+    has '^out.1: node0 .*rank 0: stopped answering in ' && has '^out.1: problem: node0: rank 0: stopped answering' &&
+    [ "$(count '^out.1: problem:')" = 1 ] && has '^out.1: node1 .*waited on node0$' && has '^out.1: node2 .*waited on node0$' &&
+    has '^out.1: note: rank 0 was lost; rank 1 \(node1\) gave this verdict in its place' &&
+    [ "$(count '^out.[0-9]+: (FAIL|PASS)')" = 1 ] && has '^out.0: superseded: rank 1 on node1 gave the verdict \(exit 1\)$' ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}"; return; }
+  pass "$name (verdict ${MS} ms after the stop)"
+}
+
+t_rank0_killed() {
+  local name="rank 0 killed (kill -9): rank 1 prints the table naming node0 within 8 s; ranks 1 and 2 exit 1"
+  signal_rank 0 KILL -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 1 ] &&
+    has '^out.1: node0 .*rank 0: its process ended during ' && [ "$(count '^out.1: problem:')" = 1 ] &&
+    has '^out.1: node2 .*waited on node0$' && has 'node1: task 1: Exited with exit code 1' &&
+    has 'node2: task 2: Exited with exit code 1' || { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}"; return; }
+  pass "$name (verdict ${MS} ms after the kill)"
+}
+
+t_rank0_stopped_exec() {
+  local name="check --exec --exclude-file (srun --mn-preflight's mode), rank 0's check stopped: rank 1 reports, the exclude file says node0, the program never starts"
+  local ex=$OUT/exclude
+  echo stale >"$ex"
+  SIGNAL_CHILD=1 signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" check --exec --exclude-file "$ex" \
+    --timeout 20 --size 64M --iters 50 -- bash -c "'echo PROGRAM STARTED'")"
+  local got; got=$(cat "$ex" 2>/dev/null)
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$got" = node0 ] && ! has 'PROGRAM STARTED' &&
+    [ "$(count 'nodes to exclude:')" = 1 ] && has "nodes to exclude: node0 \(written to $ex\)" ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms, exclude file '$got'"; return; }
+  pass "$name (verdict ${MS} ms after the stop)"
 }
 
 t_setup_fails() {

@@ -1,0 +1,259 @@
+// The messages between the ranks of mn-preflight's check: one struct per
+// message, each encoded and decoded here and nowhere else (helper/wire.h
+// frames them: a 4-byte length, then key=value lines, "op" naming the
+// message). Decoding never guesses: a missing or malformed field is an
+// error naming the message and the field, and the receiver holds it
+// against the peer that sent it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "helper/wire.h"
+#include "lib/check/gpu_health.h"
+#include "lib/check/preflight.h"
+#include "lib/util/outcome.h"
+
+namespace mn::check::msg {
+
+// The check's phases, as rank 0 announces them in its heartbeats and as
+// messages name them ("stopped answering in the all-reduce").
+enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
+const char* stage_name(Stage s);
+
+// ---- rendezvous (the control connection to rank 0) ----------------------
+
+// Rank 0 -> a rank that connected: prove that you hold the step secret.
+struct Challenge {
+    std::string nonce;
+    auto tie() const { return std::tie(nonce); }
+};
+
+// A rank -> rank 0: who it is and what it brings; proof is
+// HMAC(step secret, nonce ":" rank).
+struct Hello {
+    uint32_t rank = 0;
+    uint32_t node = 0;       // NODE_RANK (emulation-aware)
+    std::string label;       // the host, or NCCL_HOSTID under emulation
+    std::string slurm_node;  // SLURMD_NODENAME
+    std::string host;        // the kernel's host name (processes on a GPU are per host)
+    unsigned pid = 0;
+    bool gpu_ok = false;
+    std::string gpu_why;     // why not
+    uint32_t gpus = 0;
+    uint32_t lanes = 1;      // NCCL ranks of this process (its GPUs), at least 1
+    std::vector<std::string> lane_gpus;  // "GPU1 (0000:19:00.0)" per lane
+    std::string data_addr;   // where the others reach its data port (and its standby port)
+    uint16_t data_port = 0;
+    uint16_t standby_port = 0;  // where it takes the others' reports if it gives the verdict in rank 0's place
+    FabricSignature sig;
+    std::string ifname;
+    std::vector<std::string> problems;  // found at home (fabric discovery)
+    std::string proof;
+    auto tie() const {
+        return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
+                        data_port, standby_port, sig, ifname, problems, proof);
+    }
+};
+
+// ---- both ways, on the control connection ----------------------------------
+
+// A heartbeat: every kBeat seconds each way, from a thread of its own, so
+// that a rank busy in a long GPU call still answers. Rank 0's says where it is.
+struct Beat {
+    Stage stage = Stage::Rendezvous;
+    auto tie() const { return std::tie(stage); }
+};
+
+// ---- rank 0 -> a rank ----------------------------------------------------
+
+// After the rendezvous: who gives the verdict if rank 0 is lost. The
+// standbys (ranks 1, 2, ... as many as kStandbys) in order: the lowest
+// that answers the others takes over; rank 0's hello names its node.
+struct Standby {
+    uint32_t rank = 0;
+    std::string label;  // its node, for messages
+    std::string addr;
+    uint16_t port = 0;
+    auto tie() const { return std::tie(rank, label, addr, port); }
+};
+struct Roster {
+    Hello lead;
+    std::vector<Standby> standbys;
+    auto tie() const { return std::tie(lead, standbys); }
+};
+
+// Readiness: set up for this path and buffer.
+struct Prepare {
+    bool gpu = false;  // else the CPU path (a TCP ring)
+    uint64_t bytes = 0;
+    auto tie() const { return std::tie(gpu, bytes); }
+};
+
+// The collective's go: this rank's part of the plan.
+struct Plan {
+    bool gpu = false;
+    uint64_t bytes = 0;
+    int iters = 0, warmup = 0;
+    double budget = 0, pair_budget = 0;  // seconds: the timed loops stop after these
+    uint64_t pair_bytes = 0;
+    int nranks = 0, first_rank = 0;      // NCCL ranks in all; this rank's first
+    std::string id;                      // NCCL's unique id (GPU path)
+    std::string next_addr;               // the ring's next rank (CPU path)
+    uint16_t next_port = 0;
+    std::vector<std::vector<int>> colors;  // GPU pair rounds: each lane's color, -1 to sit out
+    auto tie() const {
+        return std::tie(gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr,
+                        next_port, colors);
+    }
+};
+
+// One side of a CPU pair test: meet `peer` and time a two-rank all-reduce.
+struct PairCue {
+    std::string tag;
+    uint32_t peer = 0;
+    std::string peer_addr;
+    uint16_t peer_port = 0;
+    bool connect = false;  // this side connects, the other accepts
+    uint64_t bytes = 0;
+    int iters = 0;
+    double budget = 0;      // seconds for the whole test
+    double time_bound = 0;  // seconds: the timed loop stops after this
+    auto tie() const { return std::tie(tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound); }
+};
+
+// The end: done after a pass, stop otherwise (leave NCCL now), with the
+// check's exit code.
+struct Word {
+    bool done = false;
+    int code = 0;
+    std::string why;
+    auto tie() const { return std::tie(done, code, why); }
+};
+
+// ---- a rank -> rank 0 ----------------------------------------------------
+
+// Readiness: set up, or the fault (naming the GPU), with NVML's readings.
+struct Ready {
+    std::string error;  // "" when ready
+    std::vector<GpuReadings> health;
+};
+
+// A rank's part of the collective.
+struct Result {
+    enum class Kind { None, Peer, Fault };  // an error's kind: a transfer with another rank, or this rank's own
+    bool ran = false, correct = false;
+    std::string error;
+    Kind kind = Kind::None;
+    double seconds = 0;  // per pass
+    double init = 0;     // NCCL's init (GPU path)
+    std::optional<double> passes;  // CPU path: the timed passes the budget allowed
+    std::vector<std::string> transports;
+    std::vector<std::vector<double>> pair_seconds;  // GPU pair rounds: per round, per lane
+    std::string pair_error;
+    auto tie() const {
+        return std::tie(ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error);
+    }
+};
+
+// One side of a CPU pair test, done.
+struct PairReport {
+    std::string tag;
+    double seconds = 0;
+    std::string error;
+    auto tie() const { return std::tie(tag, seconds, error); }
+};
+
+// The check ended without rank 0 (it was lost, and a standby gave the
+// verdict): should rank 0 come back, it ends quietly with this code.
+struct Superseded {
+    uint32_t by = 0;
+    std::string by_label;
+    int code = 0;
+    auto tie() const { return std::tie(by, by_label, code); }
+};
+
+// ---- when rank 0 is lost: a rank -> the standby that takes over -----------
+
+// On the standby's port: who this rank is; hello.proof is HMAC(step
+// secret, "takeover:" rank).
+struct TakeoverReport {
+    Hello hello;
+    auto tie() const { return std::tie(hello); }
+};
+// The standby's answer: it gives the verdict (its Word follows).
+struct TakeoverAck {
+    uint32_t rank = 0;
+    auto tie() const { return std::tie(rank); }
+};
+
+// ---- data connections (ring, pair tests) -----------------------------------
+
+// The first words on a data connection; proof is HMAC(step secret,
+// "data:" purpose ":" rank).
+struct DataGreeting {
+    std::string purpose;
+    uint32_t rank = 0;
+    std::string proof;
+    auto tie() const { return std::tie(purpose, rank, proof); }
+};
+
+// What comes on the control connection after the hello.
+using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, Word>;
+using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport>;
+
+wire::Fields encode(const Challenge& m);
+wire::Fields encode(const Hello& m);
+wire::Fields encode(const Prepare& m);
+wire::Fields encode(const Plan& m);
+wire::Fields encode(const PairCue& m);
+wire::Fields encode(const Word& m);
+wire::Fields encode(const Ready& m);
+wire::Fields encode(const Result& m);
+wire::Fields encode(const PairReport& m);
+wire::Fields encode(const DataGreeting& m);
+wire::Fields encode(const Beat& m);
+wire::Fields encode(const Roster& m);
+wire::Fields encode(const Superseded& m);
+wire::Fields encode(const TakeoverReport& m);
+wire::Fields encode(const TakeoverAck& m);
+wire::Fields encode(const FromLead& m);
+wire::Fields encode(const FromRank& m);
+
+// Each message's decoder: the message, or what is wrong with it
+// ("plan: 'bytes'='12x' is not a whole number from 0 to ...").
+Outcome<Challenge> decode_challenge(const wire::Fields& f);
+Outcome<Hello> decode_hello(const wire::Fields& f);
+Outcome<Prepare> decode_prepare(const wire::Fields& f);
+Outcome<Plan> decode_plan(const wire::Fields& f);
+Outcome<PairCue> decode_pair_cue(const wire::Fields& f);
+Outcome<Word> decode_word(const wire::Fields& f);
+Outcome<Ready> decode_ready(const wire::Fields& f);
+Outcome<Result> decode_result(const wire::Fields& f);
+Outcome<PairReport> decode_pair_report(const wire::Fields& f);
+Outcome<DataGreeting> decode_data_greeting(const wire::Fields& f);
+Outcome<Beat> decode_beat(const wire::Fields& f);
+Outcome<Roster> decode_roster(const wire::Fields& f);
+Outcome<Superseded> decode_superseded(const wire::Fields& f);
+Outcome<TakeoverReport> decode_takeover_report(const wire::Fields& f);
+Outcome<TakeoverAck> decode_takeover_ack(const wire::Fields& f);
+Outcome<FromLead> decode_from_lead(const wire::Fields& f);
+Outcome<FromRank> decode_from_rank(const wire::Fields& f);
+
+template <typename M>
+bool send(int fd, const M& m, const wire::Deadline& d) {
+    return wire::send_msg(fd, encode(m), d);
+}
+
+// Equality, field by field (decode(encode(x)) == x is a fuzz property).
+template <typename M, typename = decltype(std::declval<const M&>().tie())>
+bool operator==(const M& a, const M& b) {
+    return a.tie() == b.tie();
+}
+bool operator==(const Ready& a, const Ready& b);
+
+}  // namespace mn::check::msg
