@@ -2,7 +2,7 @@
 // disjoint node pairs (every pair up to 16 nodes, ring neighbours above).
 // Inside nodes with several GPUs: rounds of disjoint GPU pairs, so a slow
 // GPU or NVLink pair is named as a slow node is. On GPUs the rounds run on
-// communicators split off the all-reduce's (gpu.cc); on CPUs rank 0 cues
+// communicators split off the all-reduce's (helper/gpu/allreduce.cc); on CPUs rank 0 cues
 // each pair's two ranks. Each pair's timed loop stops after its budget
 // (0.02 x --timeout, 0.25 to 1 s).
 #include <algorithm>
