@@ -60,7 +60,7 @@ struct AllreduceResult {
     bool correct = false;
     std::string error;     // names the GPU (index, bus id) when it is one
     double init_seconds = 0;
-    double seconds = 0;    // per iteration, averaged over the timed loop
+    double seconds = 0;    // per iteration: the slowest lane's, CUDA events around the timed loops
     std::vector<std::string> transports;  // "NET/Socket", "P2P/CUMEM", ... from NCCL's own log
     bool peer = false;  // the error is NCCL's with another rank (remote, network, time-out, stopped)
     // For each pair round, for each lane: seconds per iteration, 0 on
@@ -87,9 +87,10 @@ struct AllreduceJob {
 };
 
 // Non-blocking ncclCommInitRankConfig for each lane, one checked
-// all-reduce, warm-up and a timed loop bounded by job.budget, then the pair
-// rounds on communicators split off the first one. Every wait polls, so
-// abort_nccl() (rank 0's stop word) ends it.
+// all-reduce, warm-up and timed loops bounded by job.budget (timed as
+// nccl-tests times: CUDA events around back-to-back launches), then the
+// pair rounds on communicators split off the first one. Every wait polls,
+// so abort_nccl() (rank 0's stop word) ends it.
 AllreduceResult run_allreduce(const AllreduceJob& job);
 
 // Prolog: every visible GPU takes a context, a 16 MiB allocation and a copy

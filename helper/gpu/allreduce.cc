@@ -1,5 +1,5 @@
 // run_allreduce() as named steps: open lanes -> init communicators ->
-// checked all-reduce -> warm-up and timed loop -> pair rounds, then the
+// checked all-reduce -> warm-up and timed loops -> pair rounds, then the
 // communicators released. Each step reads what the step before made and
 // returns a Failure (or fills the result); every wait polls, so
 // abort_nccl() ends any of them.
@@ -98,17 +98,21 @@ Communicators init_communicators(const Run& run, const AllreduceJob& job, const 
     return out;
 }
 
-// One round of `n` floats from each lane's buffer (or its vote) on
-// communicators `cs`, settled: a non-blocking communicator refuses the
-// next call (ncclInvalidArgument) until this one has left ncclInProgress.
-std::optional<Failure> enqueue(const Run& run, const std::vector<ncclComm_t>& cs, bool vote, std::size_t n) {
+// One round on communicators `cs`: `n` floats of each lane's buffer (or
+// of its vote, reduced by `op`), settled: a non-blocking communicator
+// refuses the next call (ncclInvalidArgument) until this one has left
+// ncclInProgress. Only init, a split or a group that connects leaves it
+// there; once connected, ncclGroupEnd launches at once and settle returns
+// without waiting.
+std::optional<Failure> enqueue(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, bool vote = false,
+                               ncclRedOp_t op = ncclSum) {
     ncclResult_t rc = run.nc.group_start();
     for (std::size_t l = 0; l < run.lanes.size(); ++l) {
         if (!cs[l]) continue;
         const Lane& ln = run.lanes[l];
         run.cu.ctx_set(ln.ctx);
         void* p = reinterpret_cast<void*>(vote ? ln.vote : ln.buf);
-        ncclResult_t r = run.nc.all_reduce(p, p, vote ? 1 : n, ncclFloat32, ncclSum, cs[l], ln.stream);
+        ncclResult_t r = run.nc.all_reduce(p, p, n, ncclFloat32, op, cs[l], ln.stream);
         if (rc == ncclSuccess && r != ncclInProgress) rc = r;
     }
     ncclResult_t e = group_end(run.nc);
@@ -120,7 +124,7 @@ std::optional<Failure> enqueue(const Run& run, const std::vector<ncclComm_t>& cs
 // Step 3: one all-reduce of the patterns, its result checked on every lane.
 std::optional<Failure> checked_allreduce(Run& run, const std::vector<ncclComm_t>& comms, const AllreduceJob& job,
                                          AllreduceResult& res) {
-    if (auto f = enqueue(run, comms, false, job.bytes / sizeof(float))) return f;
+    if (auto f = enqueue(run, comms, job.bytes / sizeof(float))) return f;
     if (auto f = drain(run.lanes, comms, run.until, "the first all-reduce")) return f;
     res.ran = true;
     res.correct = true;
@@ -136,79 +140,115 @@ std::optional<Failure> checked_allreduce(Run& run, const std::vector<ncclComm_t>
     return std::nullopt;
 }
 
-// `k` rounds between each lane's two events; adds each lane's time to
-// `per_lane`.
-std::optional<Failure> timed_block(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int k,
-                                   std::vector<double>& per_lane) {
+// How the time is taken, as nccl-tests' all_reduce_perf takes it (its
+// src/common.cu): rounds launched back to back on each lane's stream, and
+// seconds per round = the time between two CUDA events on that stream
+// around a loop of k rounds, divided by k. Between the two events the host
+// only launches (no wait for the GPU, none for another rank); the wait,
+// which polls so that abort_nccl() ends it, comes after the closing event.
+// With `lead`, one untimed round goes before the opening event, which then
+// fires as that round ends, at nearly the same moment on every rank (what
+// nccl-tests' barrier before its timer is for): no rank counts its wait for
+// a later one. Adds each lane's seconds to `sum`.
+std::optional<Failure> timed_rounds(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int k, bool lead,
+                                    std::vector<double>& sum) {
+    if (lead)
+        if (auto e = enqueue(run, cs, n)) return e;
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
         run.cu.event_record(ln.t0, ln.stream);
     }
     for (int i = 0; i < k; ++i)
-        if (auto e = enqueue(run, cs, false, n)) return e;
-    // Every operation on its stream before the closing event.
-    if (auto e = settle(cs, run.until, "ncclAllReduce")) return e;
+        if (auto e = enqueue(run, cs, n)) return e;
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
         run.cu.event_record(ln.t1, ln.stream);
     }
     if (auto e = drain(run.lanes, cs, run.until, "ncclAllReduce")) return e;
     for (std::size_t l = 0; l < run.lanes.size(); ++l)
-        if (cs[l]) per_lane[l] += lane_seconds(run.cu, run.lanes[l]);
+        if (cs[l]) sum[l] += lane_seconds(run.cu, run.lanes[l]);
     return std::nullopt;
 }
 
-// Every member's vote (an all-reduce of one float) whether its budget is
-// spent: `stop` when any member's is.
-std::optional<Failure> vote(const Run& run, const std::vector<ncclComm_t>& cs, bool spent, bool& stop) {
-    const float mine = spent ? 1.0f : 0.0f;
+// What every member agrees on between timed loops: the slowest member's
+// seconds per round in its last loop, and the most seconds any member has
+// spent on the timed loops so far.
+struct Agreed {
+    float per_round = 0, spent = 0;
+};
+
+// Every member's vote, an all-reduce (max) of two floats: all members read
+// the same answer, so all size the next loop alike or all stop at once.
+std::optional<Failure> vote(const Run& run, const std::vector<ncclComm_t>& cs, Agreed mine, Agreed& out) {
+    const float v[2] = {mine.per_round, mine.spent};
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
-        run.cu.htod(ln.vote, &mine, sizeof mine);
+        run.cu.htod(ln.vote, v, sizeof v);
     }
-    if (auto e = enqueue(run, cs, true, 1)) return e;
+    if (auto e = enqueue(run, cs, 2, true, ncclMax)) return e;
     if (auto e = drain(run.lanes, cs, run.until, "the time vote")) return e;
-    float sum = 0;
+    float got[2] = {0, 0};
     for (std::size_t l = 0; l < run.lanes.size(); ++l)
         if (cs[l]) {
             run.cu.ctx_set(run.lanes[l].ctx);
-            run.cu.dtoh(&sum, run.lanes[l].vote, sizeof sum);
+            run.cu.dtoh(got, run.lanes[l].vote, sizeof got);
             break;
         }
-    stop = sum > 0;
+    out = {got[0], got[1]};
     return std::nullopt;
 }
 
-// Blocks of up to five rounds, timed per lane by CUDA events; after each,
-// every member votes whether its budget is spent, so all stop after the
-// same block. `per_lane`: seconds per round.
-std::optional<Failure> timed_loop(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int iters,
-                                  double budget, std::vector<double>& per_lane) {
+// This rank's seconds per round: its slowest lane's, of `k` rounds.
+double slowest(const std::vector<ncclComm_t>& cs, const std::vector<double>& sum, int k) {
+    double s = 0;
+    for (std::size_t l = 0; l < cs.size(); ++l)
+        if (cs[l]) s = std::max(s, sum[l]);
+    return s / std::max(1, k);
+}
+
+// At most this many rounds launched before the host waits: far fewer than
+// CUDA's queue of pending launches holds, so a launch never blocks and
+// rank 0's stop word is seen between two of them.
+constexpr int kMaxLoop = 50;
+
+// `warmup` rounds back to back (their time the first estimate of a round),
+// then timed loops, `iters` rounds in all: each loop sized from the agreed
+// seconds per round to fit what is left of `budget`, at least one round;
+// none starts once the budget is spent. `per_lane`: seconds per round.
+std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int warmup, int iters,
+                               double budget, std::vector<double>& per_lane) {
     per_lane.assign(run.lanes.size(), 0);
+    std::vector<double> warm(run.lanes.size(), 0);
+    warmup = std::max(1, warmup);
+    if (auto e = timed_rounds(run, cs, n, warmup, false, warm)) return e;
+    double last = slowest(cs, warm, warmup);
     const double start = now_s();
     int done = 0;
     while (done < iters) {
-        const int k = std::min(5, iters - done);
-        if (auto e = timed_block(run, cs, n, k, per_lane)) return e;
+        Agreed a;
+        if (auto e = vote(run, cs, {static_cast<float>(last), static_cast<float>(now_s() - start)}, a)) return e;
+        if (done > 0 && a.spent >= budget) break;
+        const double left = std::max(0.0, budget - a.spent);
+        const double fit = a.per_round > 0 ? left / a.per_round : kMaxLoop;
+        const int k = static_cast<int>(std::clamp(fit, 1.0, double(std::min(kMaxLoop, iters - done))));
+        std::vector<double> loop(run.lanes.size(), 0);
+        if (auto e = timed_rounds(run, cs, n, k, true, loop)) return e;
+        for (std::size_t l = 0; l < loop.size(); ++l) per_lane[l] += loop[l];
         done += k;
-        if (done >= iters) break;
-        bool stop = false;
-        if (auto e = vote(run, cs, now_s() - start > budget, stop)) return e;
-        if (stop) break;
+        last = slowest(cs, loop, k);
     }
     for (auto& s : per_lane) s /= std::max(1, done);
     return std::nullopt;
 }
 
-// Step 4: warm-up (on half the budget), then the timed loop; the slowest
-// lane's seconds per round, and the transports NCCL chose.
+// Step 4: warm-up and the timed loops; the slowest lane's seconds per
+// round, and the transports NCCL chose.
 std::optional<Failure> time_allreduce(const Run& run, const std::vector<ncclComm_t>& comms, const AllreduceJob& job,
                                       AllreduceResult& res) {
-    const std::size_t count = job.bytes / sizeof(float);
     std::vector<double> secs;
-    std::optional<Failure> f = timed_loop(run, comms, count, std::max(1, job.warmup), job.budget / 2, secs);
-    if (!f) f = timed_loop(run, comms, count, std::max(1, job.iters), job.budget, secs);
-    if (!secs.empty()) res.seconds = *std::max_element(secs.begin(), secs.end());
+    std::optional<Failure> f =
+        measure(run, comms, job.bytes / sizeof(float), job.warmup, std::max(1, job.iters), job.budget, secs);
+    if (!f && !secs.empty()) res.seconds = *std::max_element(secs.begin(), secs.end());
     // NCCL (2.22+) connects channels at the first collective, so its
     // transport lines exist only now.
     res.transports = transports_in(job.log_path);
@@ -241,9 +281,8 @@ std::vector<double> pair_round(const Run& run, const std::vector<ncclComm_t>& su
                                const AllreduceJob& job) {
     std::vector<double> round(run.lanes.size(), -1);
     if (std::none_of(sub.begin(), sub.end(), [](ncclComm_t c) { return c != nullptr; })) return round;
-    std::vector<double> warm, ps;
-    std::optional<Failure> f = timed_loop(run, sub, n, 1, job.pair_budget, warm);
-    if (!f) f = timed_loop(run, sub, n, std::max(1, job.iters / 2), job.pair_budget, ps);
+    std::vector<double> ps;
+    std::optional<Failure> f = measure(run, sub, n, 1, std::max(1, job.iters / 2), job.pair_budget, ps);
     for (std::size_t l = 0; l < run.lanes.size(); ++l)
         if (sub[l]) round[l] = f ? 0 : ps[l];
     return round;

@@ -55,7 +55,7 @@ std::string open_lane(Lane& ln, std::size_t bytes) {
     if (r == CUDA_SUCCESS) r = cu.stream_create(&ln.stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t1, CU_EVENT_DEFAULT);
-    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, sizeof(float));
+    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, 2 * sizeof(float));
     if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.buf, bytes);
     if (r != CUDA_SUCCESS)
         return describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) +

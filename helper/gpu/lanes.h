@@ -1,5 +1,5 @@
 // A lane: one GPU of this process, opened for the check (context, stream,
-// timing events, the all-reduce's buffer and the vote's float). prepare()
+// timing events, the all-reduce's buffer and the vote's two floats). prepare()
 // opens them in readiness; run_allreduce() takes them over. Internal to
 // helper/gpu/.
 #pragma once

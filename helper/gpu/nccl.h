@@ -22,10 +22,11 @@ extern "C" {
 typedef struct ncclComm* ncclComm_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 typedef int ncclResult_t;
+typedef int ncclRedOp_t;
 ncclResult_t ncclGetVersion(int*);
 ncclResult_t ncclGetUniqueId(ncclUniqueId*);
 ncclResult_t ncclCommInitRank(ncclComm_t*, int, ncclUniqueId, int);
-ncclResult_t ncclAllReduce(const void*, void*, size_t, int, int, ncclComm_t, CUstream);
+ncclResult_t ncclAllReduce(const void*, void*, size_t, int, ncclRedOp_t, ncclComm_t, CUstream);
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
 ncclResult_t ncclCommDestroy(ncclComm_t);
@@ -41,6 +42,7 @@ const char* ncclGetErrorString(ncclResult_t);
 #define ncclInProgress 7
 #define ncclFloat32 7
 #define ncclSum 0
+#define ncclMax 2
 #define NCCL_SPLIT_NOCOLOR -1
 #endif
 

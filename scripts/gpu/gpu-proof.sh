@@ -19,8 +19,11 @@
 #             size and iterations, interleaved, three rounds, medians, ratio
 #   nccltests mn-preflight's busbw against nccl-tests' all_reduce_perf at the
 #             same size in the same run, on big (every GPU), three rounds,
-#             medians, ratio. Needs the prebuilt .device/nccl-tests/
-#             all_reduce_perf (never built here) and 2 GPUs or more.
+#             medians, ratio (to all_reduce_perf's in-place busbw: both run
+#             in place). all_reduce_perf: .device/nccl-tests/all_reduce_perf
+#             when carried, else built there from .device/nccl-tests-src
+#             (scripts/gpu/bench-busbw.sh --build says how to bring it); 2
+#             GPUs or more. scripts/gpu/bench-busbw.sh compares more sizes.
 #   emulated  --mn-emulate-nodes=2 on big: NCCL's transports
 #   missing   a rank that never arrives: time-out, exit 3, the rank named
 # A closing note repeats each fault section's verdict, time and table.
@@ -160,8 +163,9 @@ fi
 if want nccltests; then
   echo; echo "== nccltests: mn-preflight vs nccl-tests all_reduce_perf, 64 MiB, 5 warm-up + 20 timed, every GPU of big, 3 rounds"
   ART=$TOP/.device/nccl-tests/all_reduce_perf
+  [ -x "$ART" ] || ART=$(bash scripts/gpu/bench-busbw.sh --build 2>&1 | tail -1)
   if [ ! -x "$ART" ]; then
-    echo "SKIPPED: $ART is absent (nccl-tests is not built here; carry a prebuilt all_reduce_perf in .device/nccl-tests/)" | tee -a "$SUMMARY"
+    echo "SKIPPED: no all_reduce_perf ($ART): carry .device/nccl-tests-src (scripts/gpu/bench-busbw.sh says how) or a prebuilt .device/nccl-tests/all_reduce_perf" | tee -a "$SUMMARY"
   elif [ "$ngpu" -lt 2 ]; then
     echo "SKIPPED: one GPU (an all-reduce of one rank moves nothing between GPUs; all_reduce_perf cannot put two ranks on one GPU)" | tee -a "$SUMMARY"
   else
@@ -172,8 +176,8 @@ if want nccltests; then
         python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); a=d["allreduce"]; print("PREFLIGHT busbw=%.2f time_ms=%.4f correct=%d" % (a["busbw_gbps"], a["time_ms"], a["correct"]))'
       LD_LIBRARY_PATH=$nvlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$ART" -b 64M -e 64M -g "$ngpu" -w 5 -n 20 >"$R/nccltests$round.txt" 2>&1
       # The data row: size count type redop root | out-of-place time algbw busbw #wrong | in-place ...
-      awk '$1 ~ /^[0-9]+$/ && NF >= 12 {print "NCCLTESTS busbw=" $8 " time_us=" $6 " inplace_busbw=" $12}' "$R/nccltests$round.txt" | head -1
-      grep -q '^NCCLTESTS\|Avg bus bandwidth' "$R/nccltests$round.txt" || tail -5 "$R/nccltests$round.txt"
+      awk '$1 ~ /^[0-9]+$/ && NF >= 13 {print "NCCLTESTS busbw=" $12 " time_us=" $10 " outofplace_busbw=" $8; exit}' "$R/nccltests$round.txt"
+      grep -q 'Avg bus bandwidth' "$R/nccltests$round.txt" || tail -5 "$R/nccltests$round.txt"
     done | tee "$R/nccltests.txt"
     python3 - "$R/nccltests.txt" <<'PY' | tee -a "$SUMMARY"
 import re, statistics, sys
@@ -182,7 +186,7 @@ p = [float(x) for x in re.findall(r"PREFLIGHT busbw=([\d.]+)", t)]
 q = [float(x) for x in re.findall(r"NCCLTESTS busbw=([\d.]+)", t)]
 if p and q:
     mp, mq = statistics.median(p), statistics.median(q)
-    print(f"-- busbw medians, 64 MiB on every GPU of big: mn-preflight {mp:.2f} GB/s, nccl-tests all_reduce_perf {mq:.2f} GB/s, ratio {mp / mq:.3f}")
+    print(f"-- busbw medians, 64 MiB on every GPU of big: mn-preflight {mp:.2f} GB/s, nccl-tests all_reduce_perf (in-place) {mq:.2f} GB/s, ratio {mp / mq:.3f}")
 else:
     print(f"-- nccltests: no figures (mn-preflight {p}, all_reduce_perf {q}); see nccltests*.txt")
 PY
