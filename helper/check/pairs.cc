@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "helper/check/step.h"
+#include "lib/check/retest.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -51,21 +52,23 @@ struct Round {
     }
 };
 
-std::string pair_tag(std::size_t round, std::size_t pair) {
-    return "pair:" + std::to_string(round) + ":" + std::to_string(pair);
+using NodePairs = std::vector<std::pair<uint32_t, uint32_t>>;
+
+// "pair:K:Q" for the first rounds, "retest:K:Q" for the retests.
+std::string pair_tag(const std::string& kind, std::size_t round, std::size_t pair) {
+    return kind + ":" + std::to_string(round) + ":" + std::to_string(pair);
 }
 
-// Cues both sides of each pair of round k (node representatives: their
+// Cues both sides of each pair of a round (node representatives: their
 // lowest rank); rank 0's own side is kept for it to run.
-Round cue_round(Step& st, Lead& l, std::size_t k, double budget) {
+Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& kind, std::size_t k, double budget) {
     Round round;
-    const auto& pairs = l.rounds[k];
     for (std::size_t q = 0; q < pairs.size(); ++q) {
         const uint32_t a = l.rep.nodes[pairs[q].first].ranks.front(), b = l.rep.nodes[pairs[q].second].ranks.front();
         for (int side = 0; side < 2; ++side) {
             const uint32_t me = side == 0 ? a : b, peer = side == 0 ? b : a;
             msg::PairCue m;
-            m.tag = pair_tag(k, q);
+            m.tag = pair_tag(kind, k, q);
             m.peer = peer;
             m.peer_addr = l.members[peer].hello.data_addr;
             m.peer_port = l.members[peer].hello.data_port;
@@ -114,33 +117,52 @@ bool await_round(Step& st, Lead& l, Round& round, double budget) {
     return true;
 }
 
-// False when a rank was lost (noted).
-bool cpu_pairs(Step& st, Lead& l) {
-    PreflightReport& rep = l.rep;
-    const auto& rounds = l.rounds;
-    // One round at a time, so pairs never share a link with another pair's test.
+// Runs rounds of node pairs (kind "pair" or "retest"), one round at a time
+// so that pairs never share a link with another pair's test; each pair's
+// result goes to `out`. `reserve` rounds more are to come after these:
+// they keep a share of the time. False when a rank was lost (noted).
+bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const std::string& kind, std::size_t reserve,
+                std::vector<PairResult>& out) {
     for (std::size_t k = 0; k < rounds.size() && !st.work_end.passed(); ++k) {
-        const double budget = std::max(1.0, st.work_end.left() / double(rounds.size() - k));
-        set_phase("pair round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()));
-        Round round = cue_round(st, l, k, budget);
+        const double budget = std::max(1.0, st.work_end.left() / double(rounds.size() - k + reserve));
+        set_phase(kind + " round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()));
+        Round round = cue_round(st, l, rounds[k], kind, k, budget);
         if (round.own) l.own_pair = on_thread<msg::PairReport>([cue = *round.own, &st] { return run_pair(cue, st); });
         if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
-            const std::string tag = pair_tag(k, q);
+            const std::string tag = pair_tag(kind, k, q);
             PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, ""};
             if (!round.errors[tag].empty()) pr.error = round.errors[tag].front();
             else if (round.slowest[tag] > 0) pr.busbw_gbps = allreduce_busbw(l.pair_bytes / round.slowest[tag] / 1e9, 2);
-            rep.pairs.push_back(pr);
+            out.push_back(pr);
         }
         // A long check (slow links, many rounds) shows it is moving.
         if (rounds.size() > 3 || now_s() - st.start > 5)
-            progress(st.self, "pair round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()) +
+            progress(st.self, kind + " round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()) +
                                   " done (" + num(now_s() - st.start) + " s)");
     }
-    if (!rounds.empty())
-        progress(st.self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
-                              std::to_string(rounds.size()) + " rounds (" + num(now_s() - st.start) + " s)");
     return true;
+}
+
+// The CPU path's pair tests: the first rounds make suspects, retests
+// against proven-fast partners confirm or clear them (lib/check/retest).
+// False when a rank was lost (noted).
+bool cpu_pairs(Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
+    const uint32_t nnodes = static_cast<uint32_t>(rep.nodes.size());
+    if (!run_rounds(st, l, l.rounds, "pair", kRetestsPerSuspect, rep.pairs)) return false;
+    if (!l.rounds.empty())
+        progress(st.self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
+                              std::to_string(l.rounds.size()) + " rounds (" + num(now_s() - st.start) + " s)");
+    if (l.rounds.empty()) return true;
+    const RetestPlan plan = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+    rep.retests_ran = true;
+    if (plan.rounds.empty()) return true;
+    std::vector<std::string> names;
+    for (uint32_t s : plan.suspects) names.push_back(rep.nodes[s].host);
+    progress(st.self, "retesting " + join_list(names) + " against nodes proven fast (" +
+                          std::to_string(plan.rounds.size()) + " rounds)");
+    return run_rounds(st, l, plan.rounds, "retest", 0, rep.retests);
 }
 
 // The GPU path's pairs: every rank timed each round on each of its lanes;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "lib/check/retest.h"
 #include "lib/util/json.h"
 #include "lib/util/text.h"
 
@@ -174,8 +175,18 @@ void judge(PreflightReport& r) {
     for (const auto& n : r.nodes)
         for (const auto& p : n.problems) blame[n.node].push_back(p);
     for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
-    for (const auto& [node, why] : slow_nodes(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw))
-        blame[node].push_back("slow: " + why);
+    const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
+    if (r.retests_ran) {
+        std::vector<std::string> hosts;
+        for (const auto& n : r.nodes) hosts.push_back(n.host);
+        const RetestPlan plan = plan_retests(r.pairs, nnodes, r.min_busbw);
+        for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts)) {
+            if (v.named) blame[v.node].push_back(v.text);
+            else r.notes.push_back(hosts[v.node] + ": " + v.text);
+        }
+    } else {
+        for (const auto& [node, why] : slow_nodes(r.pairs, nnodes, r.min_busbw)) blame[node].push_back("slow: " + why);
+    }
     for (const auto& [index, why] : slow_gpus(r.gpu_pairs))
         if (index < r.nodes.size()) blame[r.nodes[index].node].push_back(why);
     for (auto& n : r.nodes) {
@@ -335,6 +346,15 @@ std::string report_json(const PreflightReport& r) {
         const PairResult& p = r.pairs[i];
         out += std::string(i ? "," : "") + "{\"a\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
                ",\"b\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
+               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    }
+    // The retests a verdict may rest on: a = the suspect, b = its partner.
+    out += "],\"retests\":[";
+    for (std::size_t i = 0; i < r.retests.size(); ++i) {
+        const PairResult& p = r.retests[i];
+        out += std::string(i ? "," : "") +
+               "{\"suspect\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
+               ",\"partner\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
     }
     out += "],\"gpu_pairs\":[";

@@ -85,6 +85,11 @@ struct PreflightReport {
     std::vector<NodeReport> nodes;
     CollectiveResult coll;
     std::vector<PairResult> pairs;
+    // Node pairs whose first rounds made suspects are retested against
+    // proven-fast partners (lib/check/retest): a = the suspect, b = the
+    // partner. With retests_ran, a node is named slow only on a slow retest.
+    std::vector<PairResult> retests;
+    bool retests_ran = false;
     std::vector<GpuPairResult> gpu_pairs;
     std::optional<double> min_busbw;
     std::string timed_out;  // the phase that ran out of time, and who was missing

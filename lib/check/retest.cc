@@ -1,0 +1,186 @@
+#include "lib/check/retest.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "lib/util/text.h"
+
+namespace mn {
+namespace {
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string gbps(double v) { return v >= 10 || v == 0 ? num(v, 1) : num(v, v >= 1 ? 2 : 4); }
+
+// "a", "a and b", "a, b and c".
+std::string and_list(const std::vector<std::string>& v) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+    return out;
+}
+
+bool involves(const PairResult& p, uint32_t x) { return p.a == x || p.b == x; }
+
+// The best error-free pair of each node (none: -1).
+std::vector<double> best_pairs(const std::vector<PairResult>& pairs, uint32_t nnodes) {
+    std::vector<double> best(nnodes, -1);
+    for (const auto& p : pairs) {
+        if (!p.error.empty()) continue;
+        for (uint32_t x : {p.a, p.b})
+            if (x < nnodes) best[x] = std::max(best[x], p.busbw_gbps);
+    }
+    return best;
+}
+
+// What healthy looks like in this run: the pairs between non-suspects
+// (all error-free pairs when there are none).
+double healthy_median(const std::vector<PairResult>& pairs, const std::set<uint32_t>& suspects) {
+    std::vector<double> clean, all;
+    for (const auto& p : pairs) {
+        if (!p.error.empty()) continue;
+        all.push_back(p.busbw_gbps);
+        if (!suspects.count(p.a) && !suspects.count(p.b)) clean.push_back(p.busbw_gbps);
+    }
+    return median_of(clean.empty() ? all : clean);
+}
+
+std::string host_of(const std::vector<std::string>& hosts, uint32_t x) {
+    return x < hosts.size() ? hosts[x] : "node " + std::to_string(x);
+}
+
+// The named nodes a cleared suspect's slow first pairs all involved, if so.
+std::vector<uint32_t> slow_only_with(uint32_t s, const std::vector<PairResult>& pairs, const std::set<uint32_t>& named,
+                                     double threshold) {
+    std::set<uint32_t> with;
+    for (const auto& p : pairs) {
+        if (!involves(p, s) || (p.error.empty() && p.busbw_gbps >= threshold)) continue;
+        const uint32_t other = p.a == s ? p.b : p.a;
+        if (!named.count(other)) return {};
+        with.insert(other);
+    }
+    return {with.begin(), with.end()};
+}
+
+}  // namespace
+
+std::vector<uint32_t> proven_fast(const std::vector<PairResult>& pairs, uint32_t nnodes,
+                                  const std::vector<uint32_t>& suspects) {
+    const std::set<uint32_t> sus(suspects.begin(), suspects.end());
+    std::vector<double> bws;
+    for (const auto& p : pairs)
+        if (p.error.empty()) bws.push_back(p.busbw_gbps);
+    const double m = median_of(bws);
+    const std::vector<double> best = best_pairs(pairs, nnodes);
+    // At or above the median first; then (if partners run short) at least
+    // half of it, which is still no suspect's reading.
+    std::vector<uint32_t> strong, fair;
+    for (uint32_t x = 0; x < nnodes; ++x) {
+        if (sus.count(x) || best[x] <= 0) continue;
+        if (best[x] >= m) strong.push_back(x);
+        else if (best[x] >= 0.5 * m) fair.push_back(x);
+    }
+    auto faster = [&](uint32_t a, uint32_t b) { return best[a] > best[b] || (best[a] == best[b] && a < b); };
+    std::sort(strong.begin(), strong.end(), faster);
+    std::sort(fair.begin(), fair.end(), faster);
+    strong.insert(strong.end(), fair.begin(), fair.end());
+    return strong;
+}
+
+RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, std::optional<double> floor) {
+    RetestPlan plan;
+    for (auto& [node, why] : slow_nodes(pairs, nnodes, floor)) {
+        plan.suspects.push_back(node);
+        plan.why.push_back(why);
+    }
+    if (plan.suspects.empty()) return plan;
+    if (nnodes <= 2) {
+        plan.unconfirmable = true;
+        plan.unconfirmable_why = "two nodes, no third to retest with";
+        return plan;
+    }
+    const std::vector<uint32_t> fast = proven_fast(pairs, nnodes, plan.suspects);
+    if (fast.size() < plan.suspects.size()) {
+        // Most nodes look slow: then the "median" is theirs, and retests
+        // against the few others would prove little. Fail on what was seen.
+        plan.unconfirmable = true;
+        plan.unconfirmable_why = std::to_string(plan.suspects.size()) + " of " + std::to_string(nnodes) +
+                                 " nodes look slow and only " + std::to_string(fast.size()) + " were proven fast";
+        return plan;
+    }
+    const std::size_t per = std::min({kRetestsPerSuspect, fast.size(), kMaxRetestRounds});
+    // Round r gives suspect i partner (i + r) mod f: distinct within a
+    // round (suspects <= partners) and across rounds for one suspect.
+    for (std::size_t r = 0; r < per; ++r) {
+        std::vector<std::pair<uint32_t, uint32_t>> round;
+        for (std::size_t i = 0; i < plan.suspects.size(); ++i)
+            round.push_back({plan.suspects[i], fast[(i + r) % fast.size()]});
+        plan.rounds.push_back(round);
+    }
+    return plan;
+}
+
+std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
+                                         const std::vector<PairResult>& retests, uint32_t nnodes,
+                                         std::optional<double> floor, const std::vector<std::string>& hosts) {
+    (void)nnodes;
+    const std::set<uint32_t> sus(plan.suspects.begin(), plan.suspects.end());
+    const double ref = healthy_median(pairs, sus);
+    const double threshold = floor ? *floor : 0.5 * ref;
+    const std::string against = floor ? "--min-busbw " + num(*floor) + " GB/s" : "a median of " + gbps(ref) + " GB/s";
+    std::vector<RetestVerdict> out;
+    std::set<uint32_t> named;
+    for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
+        const uint32_t s = plan.suspects[i];
+        RetestVerdict v{s, false, ""};
+        if (plan.unconfirmable) {
+            v.named = true;
+            v.text = "slow: " + plan.why[i] + " (not retested: " + plan.unconfirmable_why + ")";
+            out.push_back(v);
+            named.insert(s);
+            continue;
+        }
+        std::vector<std::string> ran, failed;
+        double best = -1;
+        for (const auto& t : retests) {
+            if (t.a != s) continue;
+            if (!t.error.empty()) {
+                failed.push_back(host_of(hosts, t.b) + " (" + t.error + ")");
+                continue;
+            }
+            ran.push_back(host_of(hosts, t.b) + ": " + gbps(t.busbw_gbps) + " GB/s");
+            best = std::max(best, t.busbw_gbps);
+        }
+        if (ran.empty()) {
+            v.text = "its first pairs looked slow (" + plan.why[i] + ") but no retest could confirm it" +
+                     (failed.empty() ? std::string(" (none ran in time)") : ": " + and_list(failed)) +
+                     "; not named";
+        } else if (best < threshold) {
+            v.named = true;
+            v.text = "slow: " + plan.why[i] + "; confirmed by " + (ran.size() > 1 ? "retests with " : "a retest with ") +
+                     and_list(ran) + " against " + against;
+            named.insert(s);
+        } else {
+            v.text = "its first pairs looked slow (" + plan.why[i] + "), but a retest with " + and_list(ran) +
+                     " ran at speed; not named";
+        }
+        out.push_back(v);
+    }
+    // A cleared suspect that was slow only with named nodes: say so.
+    for (auto& v : out) {
+        if (v.named) continue;
+        const auto with = slow_only_with(v.node, pairs, named, threshold);
+        if (with.empty()) continue;
+        std::vector<std::string> names;
+        for (uint32_t w : with) names.push_back(host_of(hosts, w));
+        v.text += " (slow only with " + and_list(names) + ", named)";
+    }
+    return out;
+}
+
+}  // namespace mn

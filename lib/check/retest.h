@@ -1,0 +1,64 @@
+// Blame on confirmed evidence: the first pair rounds only make suspects.
+// A node whose every pair looked slow is retested, within the same check,
+// against partners this run has proven fast, and named only if those
+// retests are slow too. One unlucky pair on a busy machine (seen: healthy
+// pairs of one cluster spread over a factor 50 while a build ran beside
+// it) must not drain a node.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/check/preflight.h"
+
+namespace mn {
+
+// Each suspect meets this many distinct proven-fast partners: a node that
+// is really slow is slow with anyone, a healthy one rarely draws two slow
+// retests in a row.
+constexpr std::size_t kRetestsPerSuspect = 2;
+// At most this many retest rounds (each round runs every suspect at once
+// with distinct partners, so the cost is rounds, not suspects).
+constexpr std::size_t kMaxRetestRounds = 4;
+
+struct RetestPlan {
+    std::vector<uint32_t> suspects;  // node indexes, in the order of slow_nodes()
+    std::vector<std::string> why;    // what made each one a suspect
+    // Rounds of disjoint (suspect, partner) pairs.
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;
+    // More suspects than proven-fast partners (or none proven fast): the
+    // first rounds' evidence is all there is, and suspects are named on it.
+    bool unconfirmable = false;
+    std::string unconfirmable_why;
+};
+
+// From the first rounds' pairs: the suspects and their retest rounds. With
+// two nodes there is no third to compare with: no retest (the floor rule of
+// slow_nodes() stands alone).
+RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, std::optional<double> floor);
+
+// Nodes proven fast by this run: no suspect, and at least one pair at or
+// above the median of all pairs; fastest first.
+std::vector<uint32_t> proven_fast(const std::vector<PairResult>& pairs, uint32_t nnodes,
+                                  const std::vector<uint32_t>& suspects);
+
+struct RetestVerdict {
+    uint32_t node = 0;
+    bool named = false;
+    std::string text;  // the verdict ("slow (confirmed ...)") or the note
+};
+
+// Judges each suspect on its retests (PairResult.a is the suspect, .b the
+// partner): named when every retest that ran is slow against the median of
+// the proven-fast nodes' pairs (half of it, or below `floor`); cleared when
+// one ran fast; "could not confirm" (not named) when none ran. A suspect
+// whose slow first pairs were all with a named node is cleared with that
+// said.
+std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
+                                         const std::vector<PairResult>& retests, uint32_t nnodes,
+                                         std::optional<double> floor, const std::vector<std::string>& hosts);
+
+}  // namespace mn

@@ -1,0 +1,267 @@
+// Blame on confirmed evidence: suspects from the first pair rounds,
+// retests against proven-fast partners, and the verdict on them; with
+// cases from real runs and a noisy cluster model.
+#include "lib/check/retest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+#include "lib/check/preflight.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+namespace {
+
+PairResult pr(uint32_t a, uint32_t b, double bw, const std::string& err = "") { return {a, b, bw, err}; }
+
+std::vector<std::string> hosts(uint32_t n) {
+    std::vector<std::string> h;
+    for (uint32_t i = 0; i < n; ++i) h.push_back("n" + std::to_string(i));
+    return h;
+}
+
+// The retests a run would give: the plan's pairs at speed `bw(a, b)`.
+template <typename F>
+std::vector<PairResult> run_plan(const RetestPlan& plan, F bw) {
+    std::vector<PairResult> out;
+    for (const auto& round : plan.rounds)
+        for (const auto& [s, p] : round) out.push_back(pr(s, p, bw(s, p)));
+    return out;
+}
+
+std::vector<uint32_t> named(const std::vector<RetestVerdict>& v) {
+    std::vector<uint32_t> out;
+    for (const auto& x : v)
+        if (x.named) out.push_back(x.node);
+    return out;
+}
+
+}  // namespace
+
+// 3 healthy nodes while a build ran beside them (issue 18): one pair
+// against one pair, a factor 3 of noise, made gpu-a07 look slow.
+static void factor_three_noise_is_cleared_by_a_retest(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 0.1924), pr(0, 2, 0.1810), pr(1, 2, 0.6489)};
+    const RetestPlan plan = plan_retests(first, 3, std::nullopt);
+    assert_int_equal(plan.suspects.size(), 1);
+    assert_int_equal(plan.suspects[0], 0);
+    assert_false(plan.unconfirmable);
+    assert_int_equal(plan.rounds.size(), 2);  // partners n1 and n2, one each round
+    const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 0.61; }), 3,
+                                 std::nullopt, hosts(3));
+    assert_int_equal(v.size(), 1);
+    assert_false(v[0].named);
+    assert_contains(v[0].text, "ran at speed; not named");
+}
+
+static void a_slow_node_is_confirmed_by_its_retests(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 0.6), pr(0, 2, 0.0021), pr(1, 2, 0.0020)};
+    const RetestPlan plan = plan_retests(first, 3, std::nullopt);
+    assert_int_equal(plan.suspects.size(), 1);
+    assert_int_equal(plan.suspects[0], 2);
+    const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 0.0022; }), 3,
+                                 std::nullopt, hosts(3));
+    assert_int_equal(named(v).size(), 1);
+    assert_contains(v[0].text, "slow: its pairs run at 0.0021 GB/s at best");
+    assert_contains(v[0].text, "confirmed by retests with n");
+    assert_contains(v[0].text, "n0: 0.0022 GB/s and n1: 0.0022 GB/s against a median of 0.6000 GB/s");
+}
+
+// Partners are proven fast, distinct within a round, never a suspect, and
+// a suspect meets a different partner in each round.
+static void the_plan_pairs_suspects_with_distinct_fast_partners(void**) {
+    // 8 nodes in all pairs; n3 and n6 slow.
+    std::vector<PairResult> first;
+    for (uint32_t a = 0; a < 8; ++a)
+        for (uint32_t b = a + 1; b < 8; ++b)
+            first.push_back(pr(a, b, (a == 3 || b == 3 || a == 6 || b == 6) ? 0.01 : 0.5 + 0.01 * (a + b)));
+    const RetestPlan plan = plan_retests(first, 8, std::nullopt);
+    assert_int_equal(plan.suspects.size(), 2);
+    assert_int_equal(plan.rounds.size(), kRetestsPerSuspect);
+    std::map<uint32_t, std::set<uint32_t>> met;
+    for (const auto& round : plan.rounds) {
+        std::set<uint32_t> used;
+        for (const auto& [s, p] : round) {
+            assert_true(s == 3 || s == 6);
+            assert_true(p != 3 && p != 6);
+            assert_true(used.insert(p).second);
+            assert_true(met[s].insert(p).second);
+        }
+    }
+    // The fastest partner comes first.
+    const auto fast = proven_fast(first, 8, plan.suspects);
+    assert_true(fast.front() == 5 || fast.front() == 7);  // their pair, 0.62, is the fastest
+}
+
+// A neighbour of the slow node with one more unlucky pair: a suspect, its
+// retest runs at speed, and the note says it was slow with the culprit.
+static void a_neighbour_slow_only_with_the_culprit_is_ok(void**) {
+    // Ring of 6 (each node with its two neighbours); n3 slow; n2's other
+    // pair (with n1) unlucky.
+    std::vector<PairResult> first{pr(0, 1, 0.20), pr(1, 2, 0.03), pr(2, 3, 0.002), pr(3, 4, 0.002),
+                                  pr(4, 5, 0.21), pr(5, 0, 0.19)};
+    const RetestPlan plan = plan_retests(first, 6, std::nullopt);
+    assert_int_equal(plan.suspects.size(), 2);  // n2 and n3
+    const auto retests = run_plan(plan, [](uint32_t s, uint32_t) { return s == 3 ? 0.002 : 0.2; });
+    const auto v = judge_retests(plan, first, retests, 6, std::nullopt, hosts(6));
+    assert_int_equal(named(v).size(), 1);
+    assert_int_equal(named(v)[0], 3);
+    for (const auto& x : v)
+        if (x.node == 2) assert_contains(x.text, "ran at speed; not named");
+}
+
+static void a_failed_retest_confirms_nothing(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 0.6), pr(0, 2, 0.0021), pr(1, 2, 0.0020)};
+    const RetestPlan plan = plan_retests(first, 3, std::nullopt);
+    std::vector<PairResult> retests;
+    for (const auto& round : plan.rounds)
+        for (const auto& [s, p] : round) retests.push_back(pr(s, p, 0, "rank 4 did not report"));
+    const auto v = judge_retests(plan, first, retests, 3, std::nullopt, hosts(3));
+    assert_int_equal(named(v).size(), 0);
+    assert_contains(v[0].text, "no retest could confirm it: ");
+    assert_contains(v[0].text, "rank 4 did not report");
+    const auto none = judge_retests(plan, first, {}, 3, std::nullopt, hosts(3));
+    assert_contains(none[0].text, "(none ran in time)");
+}
+
+// --min-busbw: a suspect below the floor is named only if its retest is
+// below the floor too.
+static void the_floor_judges_retests_too(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 400), pr(0, 2, 250), pr(1, 2, 280), pr(2, 3, 240), pr(0, 3, 390),
+                                        pr(1, 3, 410)};
+    const RetestPlan plan = plan_retests(first, 4, 300.0);
+    assert_int_equal(plan.suspects.size(), 1);
+    assert_int_equal(plan.suspects[0], 2);
+    auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 260.0; }), 4, 300.0, hosts(4));
+    assert_true(v[0].named);
+    assert_contains(v[0].text, "against --min-busbw 300.00 GB/s");
+    v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 390.0; }), 4, 300.0, hosts(4));
+    assert_false(v[0].named);
+}
+
+// Two nodes: no third to retest with; the floor rule alone, as before.
+static void two_nodes_are_not_retested(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 100)};
+    RetestPlan plan = plan_retests(first, 2, std::nullopt);
+    assert_true(plan.suspects.empty());
+    plan = plan_retests(first, 2, 300.0);
+    assert_int_equal(plan.suspects.size(), 2);
+    assert_true(plan.unconfirmable);
+    assert_true(plan.rounds.empty());
+    const auto v = judge_retests(plan, first, {}, 2, 300.0, hosts(2));
+    assert_int_equal(named(v).size(), 2);
+    assert_contains(v[0].text, "(not retested: two nodes, no third to retest with)");
+}
+
+// Most nodes look slow: too few proven fast to retest against; named on
+// the first rounds, saying so (failing beats a silent pass).
+static void a_slow_majority_is_named_unconfirmed(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 100), pr(0, 2, 100), pr(0, 3, 100), pr(1, 2, 100), pr(1, 3, 100),
+                                        pr(2, 3, 400)};
+    const RetestPlan plan = plan_retests(first, 4, 300.0);
+    assert_int_equal(plan.suspects.size(), 2);  // n0, n1: below the floor in every pair
+    assert_true(plan.rounds.empty() == plan.unconfirmable);
+}
+
+// judge() over a report whose retests ran: the verdict rests on them, the
+// table and the JSON say so; a cleared suspect becomes a note.
+static void judge_uses_the_retests(void**) {
+    PreflightReport r;
+    for (uint32_t i = 0; i < 3; ++i) {
+        NodeReport n;
+        n.node = i;
+        n.host = "n" + std::to_string(i);
+        n.ranks = {i};
+        r.nodes.push_back(n);
+    }
+    r.coll.ran = r.coll.correct = true;
+    r.pairs = {pr(0, 1, 0.6), pr(0, 2, 0.0021), pr(1, 2, 0.0020)};
+    r.retests = {pr(2, 0, 0.0019), pr(2, 1, 0.0023)};
+    r.retests_ran = true;
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_int_equal(r.problems.size(), 1);
+    assert_contains(r.problems[0], "n2: slow: ");
+    assert_contains(r.nodes[2].verdict, "confirmed by retests with n0: 0.0019 GB/s and n1: 0.0023 GB/s");
+    assert_str(r.nodes[0].verdict, "ok");
+    const std::string j = report_json(r);
+    assert_contains(j, "\"retests\":[{\"suspect\":\"n2\",\"partner\":\"n0\",\"busbw_gbps\":0.0019,\"error\":\"\"}");
+    // The same first rounds, but the retests ran at speed: PASS, with a note.
+    r.retests = {pr(2, 0, 0.55), pr(2, 1, 0.57)};
+    r.problems.clear();
+    r.notes.clear();
+    judge(r);
+    assert_int_equal(r.code, kPass);
+    assert_str(r.nodes[2].verdict, "ok");
+    assert_int_equal(r.notes.size(), 1);
+    assert_contains(r.notes[0], "n2: its first pairs looked slow");
+}
+
+// The cluster model of issue 18: 32 nodes, ring-neighbour rounds (as
+// pair_rounds gives above 16 nodes); most pairs within a factor 2, and
+// with probability 0.15 a pair is unlucky (a factor 5 to 50 slower: the
+// 2-core machine's scheduler). Over 500 seeded runs, the first-round rule
+// names healthy nodes in many runs; confirmed blame almost never, and the
+// one throttled node (1/40 of the speed) is named in every run, alone.
+static void noisy_cluster_model(void**) {
+    const uint32_t n = 32;
+    const auto rounds = pair_rounds(n);
+    int old_false_runs = 0, new_false_runs = 0, slow_named = 0, runs = 500;
+    for (int seed = 0; seed < runs; ++seed) {
+        std::mt19937 rng(static_cast<unsigned>(seed));
+        std::uniform_real_distribution<double> u(0, 1);
+        auto noisy = [&](double speed) {
+            double f = 0.5 + 0.5 * u(rng);
+            if (u(rng) < 0.15) f *= std::exp(std::log(0.02) + (std::log(0.2) - std::log(0.02)) * u(rng));
+            return speed * f;
+        };
+        for (int throttled = 0; throttled < 2; ++throttled) {
+            const uint32_t bad = throttled ? static_cast<uint32_t>(seed % n) : n;  // n: none
+            auto speed = [&](uint32_t a, uint32_t b) { return (a == bad || b == bad) ? 0.1 / 40 : 0.1; };
+            std::vector<PairResult> first;
+            for (const auto& round : rounds)
+                for (const auto& [a, b] : round) first.push_back(pr(a, b, noisy(speed(a, b))));
+            bool old_false = false;
+            for (const auto& [x, why] : slow_nodes(first, n, std::nullopt))
+                if (x != bad) old_false = true;
+            const RetestPlan plan = plan_retests(first, n, std::nullopt);
+            const auto v = judge_retests(plan, first, run_plan(plan, [&](uint32_t a, uint32_t b) {
+                                             return noisy(speed(a, b));
+                                         }),
+                                         n, std::nullopt, hosts(n));
+            bool new_false = false, found = false;
+            for (uint32_t x : named(v)) (x == bad ? found : new_false) = true;
+            old_false_runs += old_false;
+            new_false_runs += new_false;
+            if (throttled) slow_named += found;
+        }
+    }
+    print_message("noise model, %d runs healthy + %d throttled: first-round rule names a healthy node in %d, "
+                  "confirmed rule in %d; the throttled node named in %d of %d\n",
+                  runs, runs, old_false_runs, new_false_runs, slow_named, runs);
+    assert_int_equal(slow_named, runs);
+    assert_true(old_false_runs > 100);        // the rule of the issue: often wrong
+    // Under 3 % of the runs, where the model's retests are as noisy as the
+    // first rounds (on the real cluster they run with fewer pairs beside them).
+    assert_true(new_false_runs * 100 < 3 * 2 * runs);
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(factor_three_noise_is_cleared_by_a_retest),
+        cmocka_unit_test(a_slow_node_is_confirmed_by_its_retests),
+        cmocka_unit_test(the_plan_pairs_suspects_with_distinct_fast_partners),
+        cmocka_unit_test(a_neighbour_slow_only_with_the_culprit_is_ok),
+        cmocka_unit_test(a_failed_retest_confirms_nothing),
+        cmocka_unit_test(the_floor_judges_retests_too),
+        cmocka_unit_test(two_nodes_are_not_retested),
+        cmocka_unit_test(a_slow_majority_is_named_unconfirmed),
+        cmocka_unit_test(judge_uses_the_retests),
+        cmocka_unit_test(noisy_cluster_model),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
