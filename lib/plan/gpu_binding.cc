@@ -56,7 +56,7 @@ GpuBind parse_gpu_bind(const std::string& s) {
     if (per_task) {
         b.kind = BindKind::PerTask;
         b.count = static_cast<unsigned>(std::strtoul(per_task->c_str(), nullptr, 10));
-        b.option = "--gpus-per-task=" + *per_task + " (Slurm's --gpu-bind=per_task:" + *per_task + ")";
+        b.option = "--gpus-per-task=" + *per_task;  // or --gpu-bind=per_task:N, rarer
     } else if (single) {
         b.kind = BindKind::Single;
         b.count = static_cast<unsigned>(std::strtoul(single->c_str(), nullptr, 10));

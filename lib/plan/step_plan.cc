@@ -382,6 +382,7 @@ std::string gpu_place(const StepPlan& plan, const std::string& gpu) {
 }  // namespace
 
 std::string task_explain_line(const StepPlan& plan, const TaskFacts& task, const std::string& hostname) {
+    if (!plan.gpus.from_slurm && task.gpu_list.empty()) return "";  // a step without GPUs: nothing to say
     std::string who = "mn_nccl: " + hostname + " task " + std::to_string(task.local_id) + " (";
     who += plan.launch == LaunchMode::Task ? "RANK " + std::to_string(task.global_id) : std::string("launcher");
     who += "): ";

@@ -139,7 +139,7 @@ std::string explain_line(const StepPlan& plan, const std::string& hostname);
 
 // --mn-nccl-explain's line for one task: the GPU it uses (LOCAL_RANK's in
 // task mode, the launcher's in node mode), its PCI bus id and nearest HCA
-// where known, and CUDA_VISIBLE_DEVICES.
+// where known, and CUDA_VISIBLE_DEVICES; "" for a step without GPUs.
 std::string task_explain_line(const StepPlan& plan, const TaskFacts& task, const std::string& hostname);
 
 }  // namespace mn

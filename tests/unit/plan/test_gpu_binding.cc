@@ -152,7 +152,7 @@ static void gpus_per_task_puts_the_own_gpu_at_local_rank(void**) {
     assert_str(join_list(g[0].visible), "0,1");
     assert_str(join_list(g[1].visible), "0,1");
     assert_str(g[1].device, "1");
-    assert_contains(g[1].why, "Slurm bound 1 to this task (--gpus-per-task=1");
+    assert_contains(g[1].why, "Slurm bound 1 to this task (--gpus-per-task=1)");
     // 24.11 binds by CPU affinity first: task 0 may get GPU 1.
     s = Step{node("0,1,2,3"), "gres/gpu:per_task:1", each({"1", "0", "3", "2"}), 4u};
     g = all_ok(s);
