@@ -187,7 +187,7 @@ int stepd_task_init(spank_t sp) {
         stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)
         return -1;
     if (s.preflight.enabled && prepend_preflight(sp, *s.plan, s.preflight, s.site.config, t.local_id) != 0) return -1;
-    if (s.choice.explain) tell_user(task_explain_line(*s.plan, t, hostname()));
+    if (const std::string l = s.choice.explain ? task_explain_line(*s.plan, t, hostname()) : ""; !l.empty()) tell_user(l);
     if (t.local_id == 0) {
         for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
         if (s.choice.explain) {
