@@ -157,8 +157,11 @@ std::optional<Problem> accelerate_problem(const std::vector<std::string>& argv, 
     if (!multi)
         return Problem{"accelerate launch would train alone on each of the " + n + " nodes (" + alone_why +
                            ": it runs its one-process launcher, which never joins the other nodes, and exits 0)",
-                       "add --multi_gpu (accelerate launch --multi_gpu train.py): it then starts torchrun, which "
-                       "takes the nodes from the plugin's PET_NNODES, PET_NODE_RANK and PET_MASTER_ADDR"};
+                       v.gpus == 0 && !config
+                           ? "give the step GPUs (--gres=gpu:N) and add --multi_gpu, or train on CPUs with "
+                             "torchrun train.py (gloo), which takes the nodes from the plugin's PET_ variables"
+                           : "add --multi_gpu (accelerate launch --multi_gpu train.py): it then starts torchrun, "
+                             "which takes the nodes from the plugin's PET_NNODES, PET_NODE_RANK and PET_MASTER_ADDR"};
     std::optional<std::string> machines = a.num_machines;
     if (!machines && config) machines = config_value(*config, "num_machines");
     if (machines && std::strtol(machines->c_str(), nullptr, 10) > 1 && !a.machine_rank)

@@ -74,7 +74,7 @@ write_conf() {
   if [ "${MN_CLUSTER_CGROUP:-}" = devices ]; then
     cgroup_devices_usable || die "MN_CLUSTER_CGROUP=devices: no writable cgroup v1 devices controller at /sys/fs/cgroup/devices"
     task_plugin=task/cgroup
-    printf 'CgroupPlugin=cgroup/v1\nCgroupAutomount=no\nConstrainCores=no\nConstrainRAMSpace=no\nConstrainDevices=yes\n' >"$DIR/cgroup.conf"
+    printf 'CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\nConstrainDevices=yes\n' >"$DIR/cgroup.conf"
   else
     rm -f "$DIR/cgroup.conf"
   fi

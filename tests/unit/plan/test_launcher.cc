@@ -80,6 +80,10 @@ static void accelerate_alone_on_each_node_is_refused(void**) {
     // The script's own --multi_gpu is not accelerate's.
     assert_true(launcher_join_problem({"accelerate", "launch", "--mixed_precision", "bf16", "train.py", "--multi_gpu"},
                                       two_nodes(1)).has_value());
+    // No GPU at all: --multi_gpu would start no process either.
+    p = launcher_join_problem({"accelerate", "launch", "train.py"}, two_nodes(0));
+    assert_contains(p->what, "no --multi_gpu and 0 GPUs per node");
+    assert_contains(p->fix, "give the step GPUs (--gres=gpu:N) and add --multi_gpu, or train on CPUs with torchrun");
     // One node: nothing to join.
     LauncherView one = two_nodes(1);
     one.launchers = 1;
