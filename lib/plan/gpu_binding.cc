@@ -118,7 +118,8 @@ std::vector<std::string> listed_gpus(const NodeGpus& node, const GpuBind& b, uin
     uint32_t total = 0;
     for (const auto& tok : split_list(b.list)) {
         const auto star = tok.find('*');
-        const uint32_t times = star == std::string::npos ? 1 : std::max(1ul, std::strtoul(tok.c_str() + star + 1, nullptr, 10));
+        const unsigned long repeat = star == std::string::npos ? 1 : std::strtoul(tok.c_str() + star + 1, nullptr, 10);
+        const uint32_t times = static_cast<uint32_t>(std::max(1ul, repeat));
         entries.push_back({std::strtol(tok.c_str(), nullptr, 0), times});
         total += times;
     }
@@ -190,12 +191,14 @@ bool peers_hidden(const NodeGpus& node, const TaskGpuFacts& t, const Domain& d) 
 
 Problem hidden_problem(const TaskGpuFacts& t, const Domain& d) {
     const std::string how = t.bind.option.empty() ? "per-task GPU binding" : t.bind.option;
-    return Problem{"Slurm's device cgroup lets each task of " + t.host + " open only its own GPU (ConstrainDevices=yes with " +
-                       how + "): LOCAL_RANK 1 and up would name no GPU the task can see (" + std::to_string(d.gpus.size()) +
-                       " GPUs of the step there), and NCCL would lose P2P/NVLink between them",
-                   "add --gpu-bind=none (every task then sees the step's GPUs of its node, its own at LOCAL_RANK), or on "
-                   "Slurm 24.05 or newer --gres-flags=allow-task-sharing; set MN_NCCL_GPUS=slurm only if the program "
-                   "picks its GPU itself (cuda:0)"};
+    return Problem{"Slurm's device cgroup lets each task of " + t.host +
+                       " open only its own GPU (ConstrainDevices=yes with " + how +
+                       "): LOCAL_RANK 1 and up would name no GPU the task can see (" +
+                       std::to_string(d.gpus.size()) + " GPUs of the step there), and NCCL would lose P2P/NVLink "
+                       "between them",
+                   "add --gpu-bind=none (every task then sees the step's GPUs of its node, its own at LOCAL_RANK), "
+                   "or on Slurm 24.05 or newer --gres-flags=allow-task-sharing; set MN_NCCL_GPUS=slurm only if the "
+                   "program picks its GPU itself (cuda:0)"};
 }
 
 // More tasks than GPUs: every task of the node says so, not only those left

@@ -78,7 +78,8 @@ AccelerateArgs accelerate_args(const std::vector<std::string>& argv, std::size_t
         std::string key = tok.substr(from, eq == std::string::npos ? std::string::npos : eq - from);
         std::replace(key.begin(), key.end(), '-', '_');
         if (accelerate_flag(key)) {
-            if (key == "multi_gpu" || key == "use_deepspeed" || key == "use_fsdp" || key == "use_megatron_lm") a.multi = true;
+            a.multi = a.multi || key == "multi_gpu" || key == "use_deepspeed" || key == "use_fsdp" ||
+                      key == "use_megatron_lm";
             continue;
         }
         std::string value;
@@ -142,7 +143,8 @@ std::optional<Problem> accelerate_problem(const std::vector<std::string>& argv, 
     if (!path) path = default_config(v);
     const std::optional<std::string> config = path && v.read ? v.read(*path) : std::nullopt;
     if (a.config_file && !config) return std::nullopt;  // accelerate itself says the file is missing
-    const std::string source = a.config_file ? "--config_file " + *a.config_file : "the default config " + path.value_or("");
+    const std::string source =
+        a.config_file ? "--config_file " + *a.config_file : "the default config " + path.value_or("");
 
     bool multi = a.multi;
     std::string alone_why;
@@ -204,7 +206,8 @@ std::optional<Problem> launcher_join_problem(const std::vector<std::string>& arg
                            "every node would start the whole job again)",
                        "run the training script itself once per GPU, without the launcher: srun "
                        "--ntasks-per-node=<GPUs per node> --mn-nccl=auto python train.py "
-                       "(deepspeed.init_distributed() reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT)"};
+                       "(deepspeed.init_distributed() reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and "
+                       "MASTER_PORT)"};
     return std::nullopt;
 }
 

@@ -41,7 +41,8 @@ Outcome<Ipv4> address_of(const std::string& host, const NetworkView& net) {
 
 // The node's GPUs as the step has them before any task is bound, and
 // whether a per-node launcher would join the other nodes with them.
-std::optional<Problem> plan_gpus(StepPlan& plan, const UserChoice& choice, const SiteConfig& site, const EnvLookup& env) {
+std::optional<Problem> plan_gpus(StepPlan& plan, const UserChoice& choice, const SiteConfig& site,
+                                 const EnvLookup& env) {
     const std::string step_gpus = given(env, "SLURM_STEP_GPUS"), visible = given(env, "CUDA_VISIBLE_DEVICES"),
                       on_node = given(env, "SLURM_GPUS_ON_NODE");
     plan.gpus = node_gpus(step_gpus, visible, on_node);
