@@ -170,12 +170,8 @@ int stepd_task_init(spank_t sp) {
         return -1;
     }
     t.local_id = static_cast<uint32_t>(local_id);
-    t.gpus = count_gpus(step_env(sp, "SLURM_STEP_GPUS").value_or(""),
-                        step_env(sp, "CUDA_VISIBLE_DEVICES").value_or(""),
-                        step_env(sp, "SLURM_GPUS_ON_NODE").value_or(""));
-
-    t.gpu_list = split_gpu_list(step_env(sp, "CUDA_VISIBLE_DEVICES").value_or(""));
-    if (auto p = emulation_problem(*s.plan, t)) {
+    read_task_gpus(t, [&](const std::string& n) { return step_env(sp, n); }, *s.plan);
+    if (auto p = task_problem(*s.plan, t)) {
         if (t.local_id == 0) slurm_error("%s", message(p->text()).c_str());
         return -1;
     }
@@ -191,6 +187,7 @@ int stepd_task_init(spank_t sp) {
         stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)
         return -1;
     if (s.preflight.enabled && prepend_preflight(sp, *s.plan, s.preflight, s.site.config, t.local_id) != 0) return -1;
+    if (const std::string l = s.choice.explain ? task_explain_line(*s.plan, t, hostname()) : ""; !l.empty()) tell_user(l);
     if (t.local_id == 0) {
         for (const auto& w : s.plan->fabric.warnings) tell_user(message("warning: " + w));
         if (s.choice.explain) {

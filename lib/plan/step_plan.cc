@@ -1,7 +1,9 @@
 #include "lib/plan/step_plan.h"
 
+#include <algorithm>
 #include <cstdlib>
 
+#include "lib/plan/gpuprobe.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/launcher.h"
 #include "lib/plan/netprobe.h"
@@ -35,6 +37,27 @@ Outcome<Ipv4> address_of(const std::string& host, const NetworkView& net) {
     return Problem{"MASTER_ADDR='" + host + "' does not resolve to a usable address" +
                        (err.empty() ? "" : " (" + err + ")"),
                    "set MASTER_ADDR to node 0's cluster address, or unset it"};
+}
+
+// The node's GPUs as the step has them before any task is bound, and
+// whether a per-node launcher would join the other nodes with them.
+std::optional<Problem> plan_gpus(StepPlan& plan, const UserChoice& choice, const SiteConfig& site,
+                                 const EnvLookup& env) {
+    const std::string step_gpus = given(env, "SLURM_STEP_GPUS"), visible = given(env, "CUDA_VISIBLE_DEVICES"),
+                      on_node = given(env, "SLURM_GPUS_ON_NODE");
+    plan.gpus = node_gpus(step_gpus, visible, on_node);
+    auto policy = parse_gpu_policy(given(env, "MN_NCCL_GPUS"));
+    if (!policy) return policy.problem();
+    plan.gpu_policy = *policy;
+    if (auto dir = env("MN_NCCL_DEV_DIR"); dir && !dir->empty()) plan.dev_dir = *dir;
+    if (choice.explain) plan.bus_ids = nvidia_bus_ids(sysfs_root(env, site));
+    if (plan.launch != LaunchMode::Node) return std::nullopt;
+    LauncherView view;
+    view.launchers = plan.facts.nnodes * plan.emulate;
+    view.gpus = count_gpus(step_gpus, visible, on_node) / plan.emulate;
+    view.env = env;
+    view.read = [](const std::string& path) { return read_text_file(path); };
+    return launcher_join_problem(plan.facts.argv, view);
 }
 
 }  // namespace
@@ -86,6 +109,7 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
                        "add --ntasks-per-node=1, or use --mn-nccl-launch=task"};
     }
     if (auto p = launcher_count_problem(facts.argv, choice.launch, facts.nnodes * k, facts.total_tasks)) return *p;
+    if (auto p = plan_gpus(plan, choice, site, env)) return *p;
 
     if (facts.nodelist.empty())
         return Problem{"SLURM_STEP_NODELIST is not in the step's environment",
@@ -175,14 +199,82 @@ std::vector<std::string> split_gpu_list(const std::string& cuda_visible) {
     return split_list(cuda_visible);
 }
 
+namespace {
+
+// The step's GPUs on the node: the list slurmstepd had before binding any
+// task, else what this task says.
+uint32_t node_gpu_count(const StepPlan& plan, const TaskFacts& task) {
+    return plan.gpus.from_slurm && !plan.gpus.visible.empty() ? static_cast<uint32_t>(plan.gpus.visible.size())
+                                                               : task.gpus;
+}
+
+bool numbered(const std::vector<std::string>& gpus) {
+    for (const auto& g : gpus)
+        if (g.empty() || g.find_first_not_of("0123456789") != std::string::npos) return false;
+    return true;
+}
+
+}  // namespace
+
 std::optional<Problem> emulation_problem(const StepPlan& plan, const TaskFacts& task) {
     const unsigned k = plan.emulate;
-    if (k <= 1 || task.gpus % k == 0) return std::nullopt;
+    const uint32_t gpus = node_gpu_count(plan, task);
+    if (k <= 1 || gpus % k == 0) return std::nullopt;
     return Problem{"--mn-emulate-nodes=" + std::to_string(k) + " gives each emulated node an equal share of the "
-                       "node's GPUs, but the step has " + std::to_string(task.gpus) + " GPUs on " + plan.host,
+                       "node's GPUs, but the step has " + std::to_string(gpus) + " GPUs on " + plan.host,
                    "ask for a multiple of " + std::to_string(k) + " GPUs per node (e.g. --gres=gpu:" +
-                       std::to_string(task.gpus < k ? k : task.gpus / k * k) + ")"};
+                       std::to_string(gpus < k ? k : gpus / k * k) + ")"};
 }
+
+void read_task_gpus(TaskFacts& task, const EnvLookup& env, const StepPlan& plan) {
+    const auto visible = env("CUDA_VISIBLE_DEVICES");
+    task.gpus = count_gpus(given(env, "SLURM_STEP_GPUS"), visible.value_or(""), given(env, "SLURM_GPUS_ON_NODE"));
+    task.gpu_list = split_gpu_list(visible.value_or(""));
+    task.gpu_list_unset = !visible;
+    task.tres_bind = given(env, "SLURMD_TRES_BIND");
+    task.rocr_same = visible && env("ROCR_VISIBLE_DEVICES") == visible;
+    // Only a task that the plugin would point at a GPU needs to know which
+    // it may open.
+    if (plan.launch == LaunchMode::Task && plan.gpus.from_slurm && plan.gpus.visible.size() > 1)
+        task.openable = openable_gpus(plan.dev_dir);
+}
+
+Outcome<TaskGpus> task_gpus(const StepPlan& plan, const TaskFacts& task) {
+    TaskGpuFacts t;
+    t.host = plan.host;
+    t.launch = plan.launch;
+    t.emulate = plan.emulate == 0 ? 1 : plan.emulate;
+    t.local_tasks = plan.facts.local_tasks;
+    t.local_id = task.local_id;
+    t.bind = parse_gpu_bind(task.tres_bind);
+    if (!task.gpu_list_unset) t.bound = task.gpu_list;
+    t.openable = task.openable;
+    return choose_task_gpus(plan.gpus, plan.gpu_policy, t);
+}
+
+std::optional<Problem> task_problem(const StepPlan& plan, const TaskFacts& task) {
+    if (auto p = emulation_problem(plan, task)) return p;
+    auto g = task_gpus(plan, task);
+    if (!g) return g.problem();
+    return std::nullopt;
+}
+
+namespace {
+
+// CUDA_VISIBLE_DEVICES (and what goes with it) for a task whose GPUs the
+// plugin chose; nothing when they are Slurm's list unchanged.
+void put_gpus(std::vector<EnvVar>& env, const TaskGpus& g, const TaskFacts& task) {
+    if (g.visible.empty()) return;
+    const std::string list = join_list(g.visible);
+    // Slurm's numbers are NVML's, in PCI bus order; CUDA numbers them so
+    // only under PCI_BUS_ID (Slurm's gres documentation says as much).
+    if (g.visible.size() > 1 && numbered(g.visible)) env.push_back({"CUDA_DEVICE_ORDER", "PCI_BUS_ID"});
+    if (!task.gpu_list_unset && g.visible == task.gpu_list) return;
+    env.push_back({"CUDA_VISIBLE_DEVICES", list, true});
+    if (task.rocr_same) env.push_back({"ROCR_VISIBLE_DEVICES", list, true});
+}
+
+}  // namespace
 
 std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task) {
     const StepFacts& f = plan.facts;
@@ -194,7 +286,9 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
     const uint32_t group = per_group ? task.local_id / per_group : 0;
     const uint32_t nnodes = f.nnodes * k;
     const uint32_t node_rank = f.node_id * k + group;
-    const uint32_t gpus = task.gpus / k;
+    auto chosen = task_gpus(plan, task);
+    const bool managed = chosen && chosen->managed;
+    const uint32_t gpus = managed ? static_cast<uint32_t>(chosen->visible.size()) : task.gpus / k;
     std::vector<EnvVar> env;
     auto put = [&](const char* name, std::string value) { env.push_back({name, std::move(value)}); };
     put("MASTER_ADDR", plan.master_addr);
@@ -222,15 +316,17 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
     put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
     put("GLOO_SOCKET_IFNAME", plan.ifname);
     for (const auto& [name, value] : plan.fabric.env) env.push_back({name, value});
+    if (managed) {
+        put_gpus(env, *chosen, task);
+    } else if (k > 1 && gpus > 0 && task.gpu_list.size() == task.gpus) {
+        // Without the step's list (MN_NCCL_GPUS=slurm): a contiguous share
+        // of the task's, as physical indices: with gpu:4 and K=2, 0,1 and 2,3.
+        std::string share;
+        for (uint32_t i = group * gpus; i < (group + 1) * gpus; ++i)
+            share += (share.empty() ? "" : ",") + task.gpu_list[i];
+        env.push_back({"CUDA_VISIBLE_DEVICES", share, true});
+    }
     if (k > 1) {
-        // A contiguous share of the GPUs Slurm gave, as physical indices:
-        // with gpu:4 and K=2, 0,1 and 2,3.
-        if (gpus > 0 && task.gpu_list.size() == task.gpus) {
-            std::string share;
-            for (uint32_t i = group * gpus; i < (group + 1) * gpus; ++i)
-                share += (share.empty() ? "" : ",") + task.gpu_list[i];
-            env.push_back({"CUDA_VISIBLE_DEVICES", share, true});
-        }
         // NCCL treats ranks with different host ids as different hosts, so
         // traffic between emulated nodes takes its network transport.
         env.push_back({"NCCL_HOSTID", plan.host + "-emu" + std::to_string(group), true});
@@ -253,6 +349,59 @@ std::string explain_line(const StepPlan& plan, const std::string& hostname) {
            "); MASTER_ADDR=" + plan.master_addr + " (" + plan.why_addr + "); MASTER_PORT=" +
            std::to_string(plan.master_port) + " (" + plan.why_port + "); NCCL_SOCKET_IFNAME==" + plan.ifname +
            " (" + plan.why_ifname + ")" + fabric + (plan.locality.empty() ? "" : "; locality: " + plan.locality);
+}
+
+namespace {
+
+// Where a GPU (a name in CUDA_VISIBLE_DEVICES) sits: its PCI bus id and
+// nearest HCA, from Slurm's number of it (the PCI order place under
+// AutoDetect=nvml and CUDA_DEVICE_ORDER=PCI_BUS_ID) and hwloc's locality
+// line (GPUn>HCA (how), ...).
+std::string gpu_place(const StepPlan& plan, const std::string& gpu) {
+    const auto& v = plan.gpus.visible;
+    const auto at = std::find(v.begin(), v.end(), gpu);
+    const std::string id = at != v.end() && !plan.gpus.ids.empty() ? plan.gpus.ids[at - v.begin()] : gpu;
+    std::string out = "GPU " + gpu;
+    if (id != gpu) out += " (Slurm's " + id + ")";
+    std::vector<std::string> where;
+    if (!id.empty() && id.find_first_not_of("0123456789") == std::string::npos && id.size() < 6) {
+        const std::size_t n = std::stoul(id);
+        if (n < plan.bus_ids.size()) where.push_back("PCI " + plan.bus_ids[n]);
+        const std::string key = "GPU" + id + ">";
+        std::size_t pos = plan.locality.rfind(key, 0) == 0 ? 0 : plan.locality.find(", " + key);
+        if (pos != std::string::npos) {
+            pos += (pos == 0 ? 0 : 2) + key.size();
+            const std::string hca = plan.locality.substr(pos, plan.locality.find(", ", pos) - pos);
+            if (hca != "none") where.push_back("nearest HCA " + hca);
+        }
+    }
+    std::string place;
+    for (const auto& w : where) place += (place.empty() ? " [" : ", ") + w;
+    return where.empty() ? out : out + place + "]";
+}
+
+}  // namespace
+
+std::string task_explain_line(const StepPlan& plan, const TaskFacts& task, const std::string& hostname) {
+    if (!plan.gpus.from_slurm && task.gpu_list.empty()) return "";  // a step without GPUs: nothing to say
+    std::string who = "mn_nccl: " + hostname + " task " + std::to_string(task.local_id) + " (";
+    who += plan.launch == LaunchMode::Task ? "RANK " + std::to_string(task.global_id) : std::string("launcher");
+    who += "): ";
+    auto g = task_gpus(plan, task);
+    if (!g) return who + g.problem().text();
+    const std::string slurm = task.gpu_list_unset ? "unset" : join_list(task.gpu_list);
+    if (!g->managed)
+        return who + "CUDA_VISIBLE_DEVICES=" + (slurm.empty() ? "(none)" : slurm) + " as Slurm set it (" + g->why + ")";
+    const std::string list = join_list(g->visible);
+    const std::string given = list == slurm ? " (Slurm's)" : " (Slurm gave " + slurm + ")";
+    if (plan.launch == LaunchMode::Node) {
+        std::string gpus;
+        for (const auto& x : g->visible) gpus += (gpus.empty() ? "" : ", ") + gpu_place(plan, x);
+        return who + "NPROC_PER_NODE=" + std::to_string(g->visible.size()) + ": " + gpus + "; CUDA_VISIBLE_DEVICES=" +
+               list + given + "; " + g->why;
+    }
+    return who + "LOCAL_RANK " + std::to_string(g->local_rank) + " selects " + gpu_place(plan, g->device) +
+           "; CUDA_VISIBLE_DEVICES=" + list + given + "; " + g->why;
 }
 
 EnvLookup process_env() {

@@ -11,6 +11,7 @@
 
 #include "lib/plan/config.h"
 #include "lib/fabric/fabric.h"
+#include "lib/plan/gpu_binding.h"
 #include "lib/plan/netpath.h"
 #include "lib/util/outcome.h"
 #include "lib/plan/step_layout.h"
@@ -68,6 +69,13 @@ struct StepPlan {
     FabricChoice fabric;
     // GPU to HCA locality, loaded (through hwloc) only for --mn-nccl-explain.
     std::string locality;
+    // The step's GPUs on this node before any task is bound, how the plugin
+    // treats Slurm's binding (MN_NCCL_GPUS), where the GPU device files are
+    // (MN_NCCL_DEV_DIR, /dev), and their PCI bus ids (explain only).
+    NodeGpus gpus;
+    GpuPolicy gpu_policy = GpuPolicy::LocalRank;
+    std::string dev_dir = "/dev";
+    std::vector<std::string> bus_ids;
 };
 
 // Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's
@@ -88,7 +96,25 @@ struct TaskFacts {
     // The GPU indices Slurm gave the task (CUDA_VISIBLE_DEVICES), which
     // emulation splits between the emulated nodes.
     std::vector<std::string> gpu_list;
+    // Slurm left the task no CUDA_VISIBLE_DEVICES (22.05 with --gpu-bind=none).
+    bool gpu_list_unset = false;
+    std::string tres_bind;  // SLURMD_TRES_BIND: Slurm's GPU binding of the task
+    // GPU device files the task may open (gpuprobe); nullopt: none here.
+    std::optional<uint32_t> openable;
+    // ROCR_VISIBLE_DEVICES holds the same list (Slurm writes both): it follows.
+    bool rocr_same = false;
 };
+
+// The task's GPU facts from its environment in task_init (after Slurm bound
+// it) and the GPU device files it may open.
+void read_task_gpus(TaskFacts& task, const EnvLookup& env, const StepPlan& plan);
+
+// Everything that stops a task before the program: the emulated layout and
+// Slurm's GPU binding (choose_task_gpus); the same answer on every task of a node.
+std::optional<Problem> task_problem(const StepPlan& plan, const TaskFacts& task);
+
+// The task's GPUs as the plugin gives them.
+Outcome<TaskGpus> task_gpus(const StepPlan& plan, const TaskFacts& task);
 
 struct EnvVar {
     std::string name;
@@ -110,5 +136,10 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
 
 // One line for --mn-nccl-explain.
 std::string explain_line(const StepPlan& plan, const std::string& hostname);
+
+// --mn-nccl-explain's line for one task: the GPU it uses (LOCAL_RANK's in
+// task mode, the launcher's in node mode), its PCI bus id and nearest HCA
+// where known, and CUDA_VISIBLE_DEVICES; "" for a step without GPUs.
+std::string task_explain_line(const StepPlan& plan, const TaskFacts& task, const std::string& hostname);
 
 }  // namespace mn

@@ -20,6 +20,8 @@
 # with it).
 # MN_PLUGSTACK=FILE (plugstack.conf includes FILE, e.g. an installed package's
 # /etc/slurm/plugstack.conf.d/mn_nccl.conf, instead of naming the build's plugin).
+# MN_CLUSTER_CGROUP=devices: task/cgroup with ConstrainDevices=yes (device
+# cgroups on the fake GPUs, cgroup v1 only: see cgroup_devices_usable).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -45,15 +47,41 @@ die() { echo "local-cluster: $*" >&2; exit 1; }
 
 need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root (namespaces, mknod, slurmd)"; }
 
+# The fake GPUs: character devices of NVIDIA's major (195) with their own
+# minors, which no driver serves here. Device cgroups allow or deny by
+# major:minor, so each needs its own number (and not /dev/null's).
+make_fake_gpus() {
+  local g
+  for g in 0 1 2 3; do
+    if [ "$(stat -c '%t:%T' "$DIR/gpu/nvidia$g" 2>/dev/null)" != "c3:$(printf %x $g)" ]; then
+      rm -f "$DIR/gpu/nvidia$g"
+      mknod -m 0666 "$DIR/gpu/nvidia$g" c 195 "$g"
+    fi
+  done
+}
+
+# Slurm 22.05's cgroup/v1 needs the devices controller mounted on its own
+# (hybrid or v1 hosts); a pure cgroup v2 host would need Slurm's eBPF device
+# programs, which cgroup/v2 loads only on a cgroup2 root it may write.
+cgroup_devices_usable() {
+  [ -f /sys/fs/cgroup/devices/devices.allow ] && [ -w /sys/fs/cgroup/devices ]
+}
+
 write_conf() {
   mkdir -p "$DIR"/{state,spool,log,gpu,hosts,run}
-  for g in 0 1 2 3; do
-    [ -c "$DIR/gpu/nvidia$g" ] || mknod "$DIR/gpu/nvidia$g" c 1 3
-  done
+  make_fake_gpus
+  local task_plugin=task/none
+  if [ "${MN_CLUSTER_CGROUP:-}" = devices ]; then
+    cgroup_devices_usable || die "MN_CLUSTER_CGROUP=devices: no writable cgroup v1 devices controller at /sys/fs/cgroup/devices"
+    task_plugin=task/cgroup
+    printf 'CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\nConstrainDevices=yes\n' >"$DIR/cgroup.conf"
+  else
+    rm -f "$DIR/cgroup.conf"
+  fi
   {
     echo "ClusterName=mnlocal"
     echo "SlurmctldHost=ctl($CTL_ADDR)"
-    slurm_conf_common "$DIR"
+    slurm_conf_common "$DIR" "$task_plugin"
     printf 'SlurmdDebug=info\nSlurmctldTimeout=30\nSlurmdTimeout=60\n'
   } >"$DIR/slurm.conf"
   # NodeAddr per node: the names resolve differently on each node.

@@ -1,9 +1,9 @@
 # Sourced by local-cluster.sh and gpu-cluster.sh: the slurm.conf lines both
 # clusters share (root daemons, munge on our own socket, no accounting, no
-# cgroups, GPUs as gres), with every file under DIR.
-#   slurm_conf_common DIR
+# cgroups unless asked, GPUs as gres), with every file under DIR.
+#   slurm_conf_common DIR [TASK_PLUGIN]     TASK_PLUGIN default task/none
 slurm_conf_common() {
-  local dir=$1
+  local dir=$1 task_plugin=${2:-task/none}
   cat <<CONF
 SlurmUser=root
 SlurmdUser=root
@@ -17,7 +17,7 @@ SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=$task_plugin
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
