@@ -97,7 +97,11 @@ static std::vector<Env> run_step(const std::vector<uint32_t>& per_node, Dist d, 
         if (!plan) fail_msg("node %u: %s", node, plan.problem().text().c_str());
         plan.value().fabric = *choose_fabric({}, choice.mode);  // a node without RDMA
         for (uint32_t t = 0; t < per_node[node]; ++t) {
-            TaskFacts tf{t, ids[node][t], gpu_list.empty() ? 4u : static_cast<uint32_t>(gpu_list.size()), gpu_list};
+            TaskFacts tf;
+            tf.local_id = t;
+            tf.global_id = ids[node][t];
+            tf.gpus = gpu_list.empty() ? 4u : static_cast<uint32_t>(gpu_list.size());
+            tf.gpu_list = gpu_list;
             if (auto p = emulation_problem(*plan, tf)) fail_msg("node %u: %s", node, p->text().c_str());
             out.push_back(as_map(task_environment(*plan, tf)));
         }
@@ -178,7 +182,7 @@ static void node_mode_without_gpus_runs_one_process(void**) {
     p.facts.nnodes = 2;
     p.master_addr = "10.0.0.10";
     p.ifname = "eth0";
-    auto e = as_map(task_environment(p, TaskFacts{0, 0, 0}));
+    auto e = as_map(task_environment(p, TaskFacts{}));
     assert_str(e.at("PET_NPROC_PER_NODE"), "1");
 }
 
