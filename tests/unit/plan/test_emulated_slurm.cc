@@ -9,6 +9,16 @@
 
 using namespace mn;
 
+// A task's facts by position, as the tests build them.
+inline mn::TaskFacts facts(uint32_t local, uint32_t global, uint32_t gpus, std::vector<std::string> list = {}) {
+    mn::TaskFacts t;
+    t.local_id = local;
+    t.global_id = global;
+    t.gpus = gpus;
+    t.gpu_list = std::move(list);
+    return t;
+}
+
 using Env = std::map<std::string, std::string>;
 
 // Node I of a cluster of n at 10.0.0.(10+I), names resolving everywhere.
@@ -110,7 +120,7 @@ static std::vector<Task> run_step(const std::vector<uint32_t>& per_node, unsigne
                 s["SLURM_GPUS_ON_NODE"] = std::to_string(gpus);
                 s["SLURM_STEP_GPUS"] = s["SLURM_JOB_GPUS"] = s["GPU_DEVICE_ORDINAL"] = join_list(gpu_ids);
             }
-            TaskFacts tf{t, next_rank + t, gpus, gpu_ids};
+            TaskFacts tf = facts(t, next_rank + t, gpus, gpu_ids);
             if (auto p = emulation_problem(*plan, tf)) fail_msg("%s", p->text().c_str());
             for (const auto& v : task_environment(*plan, tf)) task.plugin[v.name] = v.value;
             auto view = emulated_slurm_env(*plan, tf, lookup(s));
@@ -281,7 +291,7 @@ static void uneven_layouts_are_refused(void**) {
     StepPlan odd = *plan;
     odd.tasks_per_node = {3};
     odd.facts.local_tasks = odd.facts.total_tasks = 3;
-    auto r = emulated_slurm_env(odd, TaskFacts{0, 0, 0, {}}, lookup(none));
+    auto r = emulated_slurm_env(odd, facts(0, 0, 0, {}), lookup(none));
     assert_false(r.ok());
     assert_contains(r.problem().text(), "--mn-emulate-nodes=2: node 0 of the step runs 3 tasks");
     assert_contains(r.problem().text(), "run a multiple of 2 tasks on every node");
@@ -293,21 +303,21 @@ static void uneven_layouts_are_refused(void**) {
     launchers.launch = LaunchMode::Node;
     launchers.tasks_per_node = {4};
     launchers.facts.local_tasks = launchers.facts.total_tasks = 4;
-    r = emulated_slurm_env(launchers, TaskFacts{0, 0, 0, {}}, lookup(none));
+    r = emulated_slurm_env(launchers, facts(0, 0, 0, {}), lookup(none));
     assert_false(r.ok());
     assert_contains(r.problem().text(), "runs 4 tasks, which do not make 2 emulated nodes");
     assert_contains(r.problem().text(), "run 2 launchers on every node (--ntasks-per-node=2)");
     // GPUs Slurm lists that K does not divide stay as Slurm wrote them
     // (emulation_problem refuses the step before; nothing half-split).
     Env s = {{"SLURM_STEP_GPUS", "0,1,2"}, {"SLURM_GPUS_ON_NODE", "3"}, {"SLURM_JOB_NODELIST", "node0"}};
-    auto v = emulated_slurm_env(*plan, TaskFacts{1, 1, 0, {}}, lookup(s));
+    auto v = emulated_slurm_env(*plan, facts(1, 1, 0, {}), lookup(s));
     assert_true(v.ok());
     for (const auto& e : *v) {
         if (e.name == "SLURM_STEP_GPUS" || e.name == "SLURM_GPUS_ON_NODE") fail_msg("%s was split", e.name.c_str());
     }
     // A node list Slurm could not have written is named.
     Env bad = {{"SLURM_JOB_NODELIST", "node[1-"}};
-    auto b = emulated_slurm_env(*plan, TaskFacts{0, 0, 0, {}}, lookup(bad));
+    auto b = emulated_slurm_env(*plan, facts(0, 0, 0, {}), lookup(bad));
     assert_false(b.ok());
     assert_contains(b.problem().text(), "SLURM_JOB_NODELIST='node[1-' cannot be split into emulated nodes");
 }
@@ -316,7 +326,7 @@ static void without_emulation_nothing_is_touched(void**) {
     Env s = {{"SLURM_NODEID", "0"}, {"SLURM_JOB_NODELIST", "node0"}};
     auto plan = two_tasks_on_node0(1, s);
     assert_true(plan.ok());
-    auto v = emulated_slurm_env(*plan, TaskFacts{1, 1, 0, {}}, lookup(s));
+    auto v = emulated_slurm_env(*plan, facts(1, 1, 0, {}), lookup(s));
     assert_true(v.ok());
     assert_int_equal(v->size(), 0);
     assert_int_equal(real_slurm_env(lookup(s)).size(), 0);  // no marker: srun changes nothing
@@ -360,7 +370,7 @@ static void topology_tree_address_keeps_its_switches(void**) {
     auto plan = two_tasks_on_node0(2, Env{});
     assert_true(plan.ok());
     Env s = {{"SLURMD_NODENAME", "node0"}, {"SLURM_TOPOLOGY_ADDR", "s0.s1.node0"}};
-    auto v = emulated_slurm_env(*plan, TaskFacts{1, 1, 0, {}}, lookup(s));
+    auto v = emulated_slurm_env(*plan, facts(1, 1, 0, {}), lookup(s));
     assert_true(v.ok());
     Env e;
     for (const auto& x : *v) e[x.name] = x.value;

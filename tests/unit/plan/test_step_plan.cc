@@ -7,6 +7,16 @@
 
 using namespace mn;
 
+// A task's facts by position, as the tests build them.
+inline mn::TaskFacts facts(uint32_t local, uint32_t global, uint32_t gpus, std::vector<std::string> list = {}) {
+    mn::TaskFacts t;
+    t.local_id = local;
+    t.global_id = global;
+    t.gpus = gpus;
+    t.gpu_list = std::move(list);
+    return t;
+}
+
 using Env = std::map<std::string, std::string>;
 
 static Env as_map(const std::vector<EnvVar>& v) {
@@ -350,7 +360,7 @@ static void emulate_without_gpus_splits_tasks_only(void**) {
     FakeNetwork net = node_view(0, 1);
     auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, net);
     assert_true(plan.ok());
-    TaskFacts t{5, 5, 0, {}};
+    TaskFacts t = facts(5, 5, 0, {});
     assert_false(emulation_problem(*plan, t).has_value());
     auto e = as_map(task_environment(*plan, t));
     assert_str(e["NODE_RANK"], "2");
@@ -382,14 +392,14 @@ static void emulate_refuses_what_does_not_divide(void**) {
     // 3 GPUs cannot split in 2.
     auto ok = plan_step(facts_for({2}, 0), c, SiteConfig{}, none, net);
     assert_true(ok.ok());
-    auto g = emulation_problem(*ok, TaskFacts{0, 0, 3, {"0", "1", "2"}});
+    auto g = emulation_problem(*ok, facts(0, 0, 3, {"0", "1", "2"}));
     assert_true(g.has_value());
     assert_contains(g->text(), "the step has 3 GPUs on node0");
     assert_contains(g->text(), "--gres=gpu:2");
     // K = 1 is no emulation: no NCCL_HOSTID.
     c.emulate = 1;
     auto plain = plan_step(facts_for({2}, 0), c, SiteConfig{}, none, net);
-    assert_false(as_map(task_environment(*plain, TaskFacts{0, 0, 4, {"0", "1", "2", "3"}})).count("NCCL_HOSTID"));
+    assert_false(as_map(task_environment(*plain, facts(0, 0, 4, {"0", "1", "2", "3"}))).count("NCCL_HOSTID"));
 }
 
 static void interface_towards_master(void**) {
