@@ -39,10 +39,17 @@ stopped() {
   local t0
   t0=$(now)
   [ -n "$pid" ] && kill -STOP "$pid"
+  # The verdict's time: when a live rank prints the table's last line. The
+  # stopped rank keeps srun waiting until it is resumed and ended.
+  local t1=""
+  for _ in $(seq 1 300); do
+    grep -qE '^(PASS|FAIL)' "$R/stop$who.txt" && { t1=$(now); break; }
+    sleep 0.1
+  done
+  echo "-- stop$who: rank $who (pid ${pid:-?}) stopped 5 s in; verdict ${t1:+$(python3 -c "print(f'{$t1-$t0:.2f}')") s after the stop}${t1:-not within 30 s}"
+  [ -n "$pid" ] && { kill -CONT "$pid" 2>/dev/null; sleep 2; kill "$pid" 2>/dev/null; }
   wait "$srun_pid"
-  local rc=$?
-  echo "-- stop$who: rank $who (pid ${pid:-?}) stopped 5 s in; exit $rc, $(python3 -c "print(f'{$(now)-$t0:.2f}')") s after the stop"
-  [ -n "$pid" ] && { kill -CONT "$pid" 2>/dev/null; sleep 1; kill "$pid" 2>/dev/null; }
+  echo "   srun exit $?"
   grep -E '^(host|n0|n1|problem|PASS|FAIL|superseded)|stopped answering|all-reduce' "$R/stop$who.txt" | head -12
 }
 
