@@ -78,7 +78,12 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
             if (!json)
                 std::printf("superseded: rank %u on %s gave the verdict (exit %d)\n", sup->by, sup->by_label.c_str(),
                             sup->code);
-            end_now(sup->code);
+            // Nobody waits on this rank any more: no NCCL abort (racing the
+            // resumed main thread inside NCCL crashed the process on an
+            // H100), just the verdict's code.
+            std::fflush(stdout);
+            std::fflush(stderr);
+            _exit(sup->code);
         }
         if (m) {
             w.heard[r] = now_s();

@@ -46,7 +46,7 @@ stopped() {
     grep -qE '^(PASS|FAIL)' "$R/stop$who.txt" && { t1=$(now); break; }
     sleep 0.1
   done
-  echo "-- stop$who: rank $who (pid ${pid:-?}) stopped 5 s in; verdict ${t1:+$(python3 -c "print(f'{$t1-$t0:.2f}')") s after the stop}${t1:-not within 30 s}"
+  echo "-- stop$who: rank $who (pid ${pid:-?}) stopped 5 s in; verdict $([ -n "$t1" ] && python3 -c "print(f'{$t1-$t0:.2f} s after the stop')" || echo "not within 30 s")"
   [ -n "$pid" ] && { kill -CONT "$pid" 2>/dev/null; sleep 2; kill "$pid" 2>/dev/null; }
   wait "$srun_pid"
   echo "   srun exit $?"
@@ -60,9 +60,9 @@ stopped 0
 
 echo "== bind: --gpus-per-task=1 with set_device(LOCAL_RANK)"
 for opt in "--gpus-per-task=1" "--gres=gpu:1 --gpu-bind=single:1" "--gres=gpu:1"; do
-  echo "\$ srun -w n0,n1 -N2 --ntasks-per-node=1 $opt --mn-nccl=auto --mn-nccl-explain python3 scripts/torch/gpu_local_rank.py"
+  echo "\$ srun -w n0,n1 -N2 --ntasks-per-node=1 $opt --mn-nccl=auto --mn-nccl-launch=task --mn-nccl-explain python3 scripts/torch/gpu_local_rank.py"
   # shellcheck disable=SC2086
-  srun -w n0,n1 -N2 --ntasks-per-node=1 $opt --mn-nccl=auto --mn-nccl-explain python3 scripts/torch/gpu_local_rank.py 2>&1 |
+  srun -w n0,n1 -N2 --ntasks-per-node=1 $opt --mn-nccl=auto --mn-nccl-launch=task --mn-nccl-explain python3 scripts/torch/gpu_local_rank.py 2>&1 |
     grep -E 'GPURANK|GPUCHECK|mn_nccl|rror' | head -10
   echo "exit ${PIPESTATUS[0]}"
 done
