@@ -5,21 +5,10 @@
 #include <optional>
 #include <string>
 
+#include "lib/check/check_options.h"
 #include "lib/plan/config.h"
 
 namespace mn {
-
-struct CheckOptions {
-    std::string path = "auto";  // auto, gpu, cpu
-    double timeout = 60;        // the whole check, seconds
-    std::optional<double> min_busbw;
-    std::size_t bytes = 0;       // 0: the path's default
-    int iters = 0;               // 0: the path's default
-    std::size_t pair_bytes = 0;  // 0: the path's default
-    bool pairs = true;
-    bool json = false;
-    Mode mode = Mode::Auto;
-};
 
 // Runs as one rank of the step; every rank exits with the verdict's code.
 int run_check(const CheckOptions& o);

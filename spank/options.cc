@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/check/check_options.h"
 #include "spank/plugin_state.h"
 
 namespace mn::spank {
@@ -21,6 +22,17 @@ int refuse(int remote, const Problem& p) {
     return -1;
 }
 
+// --mn-preflight's callback: the value is checked at once (srun fails on
+// a bad one) and kept for resolve_user_choices.
+int on_preflight(const std::string& value, int remote) {
+    PluginState& s = state();
+    s.preflight_option = value;
+    auto r = parse_preflight_request(value, kPreflightOption);
+    if (!r) return refuse(remote, r.problem());
+    s.preflight = *r;
+    return 0;
+}
+
 int on_option(int id, const char* optarg, int remote) {
     try {
         const std::string value = optarg ? optarg : "";
@@ -30,7 +42,7 @@ int on_option(int id, const char* optarg, int remote) {
                 auto m = parse_mode(value, "--mn-nccl");
                 if (!m) return refuse(remote, m.problem());
                 s.choice.mode = *m;
-                s.mode_given = true;
+                s.mode_option = value;
                 return 0;
             }
             case kLaunch: {
@@ -48,20 +60,14 @@ int on_option(int id, const char* optarg, int remote) {
                 s.choice.emulate = *k;
                 return 0;
             }
-            case kPreflight: {
-                auto r = parse_preflight_request(value, "--mn-preflight");
-                if (!r) return refuse(remote, r.problem());
-                s.preflight = *r;
-                s.preflight_given = true;
-                return 0;
-            }
+            case kPreflight:
+                return on_preflight(value, remote);
         }
         return 0;
     } catch (...) {
         return refuse(remote, Problem{"internal error while reading an --mn-nccl option", "report this"});
     }
 }
-
 
 struct spank_option kOptions[] = {
     {const_cast<char*>("mn-nccl"), const_cast<char*>("[MODE]"),
@@ -79,14 +85,37 @@ struct spank_option kOptions[] = {
      const_cast<char*>("Split each node into K emulated nodes (tasks, GPUs, NCCL_HOSTID), to test multi-node "
                        "code on one node."),
      1, kEmulate, on_option},
-    {const_cast<char*>("mn-preflight"), const_cast<char*>("[OPTIONS]"),
-     const_cast<char*>("Each task first runs mn-preflight's check (same ranks, GPUs and network); the program "
-                       "starts only on PASS. OPTIONS: timeout=S,min-busbw=GBPS,size=B,iters=N,no-pairs,cpu,gpu,"
-                       "mode=M,json,exclude-file=PATH,comment. Needs Slurm 24.11. Env form: MN_NCCL_PREFLIGHT."),
-     2, kPreflight, on_option},
+    // Its help comes from the check's option table: see preflight_help().
+    {const_cast<char*>("mn-preflight"), const_cast<char*>("[OPTIONS]"), nullptr, 2, kPreflight, on_option},
 };
 
+const std::string& preflight_help() {
+    static const std::string help =
+        std::string("Each task first runs mn-preflight's check (same ranks, GPUs and network); the program "
+                    "starts only on PASS. OPTIONS: 1 (the defaults), 0 (no check), or a comma list of ") +
+        inline_options_list() + ". Needs Slurm " + kPreflightNeedsSlurm + ". Env form: " + kPreflightEnv + ".";
+    return help;
+}
+
+// MN_NCCL unless --mn-nccl was given.
+std::optional<Problem> resolve_mode(PluginState& s, const EnvLookup& env) {
+    const std::optional<std::string> v = s.mode_option ? s.mode_option : env("MN_NCCL");
+    if (!v) return std::nullopt;
+    auto m = parse_mode(*v, s.mode_option ? "--mn-nccl" : "MN_NCCL");
+    if (!m) return m.problem();
+    s.choice.mode = *m;
+    return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env) {
+    if (auto p = resolve_mode(s, env)) return p;
+    auto r = requested_preflight(s.preflight_option, env);
+    if (!r) return r.problem();
+    s.preflight = *r;
+    return std::nullopt;
+}
 
 int init_plugin(spank_t sp, int ac, char** av, bool report_config) {
     PluginState& s = state();
@@ -103,6 +132,7 @@ int init_plugin(spank_t sp, int ac, char** av, bool report_config) {
 
 int register_options(spank_t sp) {
     for (auto& opt : kOptions) {
+        if (opt.val == kPreflight) opt.usage = const_cast<char*>(preflight_help().c_str());
         if (spank_option_register(sp, &opt) != ESPANK_SUCCESS) {
             slurm_error("%s", message("could not register option --" + std::string(opt.name) +
                                       "; another plugin may use the same name")

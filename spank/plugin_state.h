@@ -16,10 +16,12 @@ namespace mn::spank {
 struct PluginState {
     ParsedSiteConfig site;
     UserChoice choice;
-    bool mode_given = false;  // --mn-nccl on the command line (or via sbatch)
+    // The options' values as given (command line, or via sbatch), kept by
+    // the callbacks; resolve_user_choices adds the environment forms.
+    std::optional<std::string> mode_option;       // --mn-nccl
+    std::optional<std::string> preflight_option;  // --mn-preflight
     // --mn-preflight (or MN_NCCL_PREFLIGHT): the check before the program.
     PreflightRequest preflight;
-    bool preflight_given = false;
     // Set in remote user_init, used by each task_init.
     bool active = false;
     std::optional<StepPlan> plan;
@@ -38,6 +40,13 @@ const std::string& hostname();
 // report bad ones where report_config), register the option table.
 int init_plugin(spank_t sp, int ac, char** av, bool report_config);
 int register_options(spank_t sp);
+
+// The one rule for options with an environment form (MN_NCCL,
+// MN_NCCL_PREFLIGHT), in every context: the option's value when it was
+// given, else the variable's. `env` is the context's lookup (getenv in
+// srun, spank_getenv in slurmstepd); the caller reports the problem as its
+// context must (srun fails, slurmstepd keeps it for task_init).
+std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env);
 
 // Per context (srun.cc, slurmstepd.cc).
 int srun_init_post_opt(spank_t sp);

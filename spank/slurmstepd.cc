@@ -87,23 +87,11 @@ int stepd_user_init(spank_t sp) {
     StepFacts f;
     if (!item(sp, S_JOB_STEPID, f.step_id) || !is_training_step(f.step_id)) return 0;
 
-    if (!s.mode_given) {
-        if (auto env = step_env(sp, "MN_NCCL")) {
-            auto m = parse_mode(*env, "MN_NCCL");
-            if (!m) {
-                s.active = true;  // the user asked for mn_nccl, wrongly: say so
-                s.deferred_error = message(m.problem().text());
-                return 0;
-            }
-            s.choice.mode = *m;
-        }
-    }
-    if (!s.preflight_given) {
-        if (auto env = step_env(sp, "MN_NCCL_PREFLIGHT")) {
-            auto r = parse_preflight_request(*env, "MN_NCCL_PREFLIGHT");
-            if (!r) s.deferred_error = message(r.problem().text());
-            else s.preflight = *r;
-        }
+    const EnvLookup env = [&](const std::string& n) { return step_env(sp, n); };
+    if (auto p = resolve_user_choices(s, env)) {
+        s.active = true;  // the user asked for mn_nccl or its check, wrongly: say so
+        s.deferred_error = message(p->text());
+        return 0;
     }
     if (s.choice.mode == Mode::Off) return 0;
     s.active = true;
@@ -124,7 +112,6 @@ int stepd_user_init(spank_t sp) {
         f.argv.assign(argv, argv + argc);
 
     SystemNetwork net;
-    const EnvLookup env = [&](const std::string& n) { return step_env(sp, n); };
     auto plan = plan_step(f, s.choice, s.site.config, env, net);
     if (!plan) {
         s.deferred_error = message(plan.problem().text());
@@ -152,7 +139,7 @@ int stepd_task_init(spank_t sp) {
     // Errors matter only to steps that asked for mn_nccl: an internal error
     // in a step without the option (the batch script, say) is logged by the
     // guard and must not fail it.
-    if (!s.deferred_error.empty() && (s.active || s.mode_given)) {
+    if (!s.deferred_error.empty() && (s.active || s.mode_option)) {
         // slurm_error from a task reaches the user's stderr; one line per
         // node is enough.
         int local_id = 0;

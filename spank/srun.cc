@@ -13,15 +13,9 @@ namespace mn::spank {
 
 int srun_init_post_opt(spank_t) {
     PluginState& s = state();
-    if (!s.mode_given) {
-        if (const char* env = std::getenv("MN_NCCL")) {
-            auto m = parse_mode(env, "MN_NCCL");
-            if (!m) {
-                slurm_error("%s", message(m.problem().text()).c_str());
-                return -1;
-            }
-            s.choice.mode = *m;
-        }
+    if (auto p = resolve_user_choices(s, process_env())) {
+        slurm_error("%s", message(p->text()).c_str());
+        return -1;
     }
     if (s.choice.mode != Mode::Off) {
         // A per-step secret for mn-preflight's ranks: random, so no one can
@@ -29,16 +23,6 @@ int srun_init_post_opt(spank_t) {
         unsigned char raw[32];
         if (getrandom(raw, sizeof raw, 0) == static_cast<ssize_t>(sizeof raw))
             setenv("MN_NCCL_STEP_SECRET", to_hex(raw, sizeof raw).c_str(), 1);
-    }
-    if (!s.preflight_given) {
-        if (const char* env = std::getenv("MN_NCCL_PREFLIGHT")) {
-            auto r = parse_preflight_request(env, "MN_NCCL_PREFLIGHT");
-            if (!r) {
-                slurm_error("%s", message(r.problem().text()).c_str());
-                return -1;
-            }
-            s.preflight = *r;
-        }
     }
     if (s.preflight.enabled) {
 #if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(24, 11, 0)

@@ -1,91 +1,50 @@
 #include "lib/check/preflight_request.h"
 
-#include <cctype>
-#include <cstdlib>
-
+#include "lib/check/check_options.h"
 #include "lib/util/text.h"
 
 namespace mn {
-namespace {
 
-bool whole_number(const std::string& v, unsigned long lo, unsigned long hi) {
-    if (v.empty() || v.size() > 9) return false;
-    for (char c : v)
-        if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    const unsigned long n = std::strtoul(v.c_str(), nullptr, 10);
-    return n >= lo && n <= hi;
+std::optional<bool> preflight_switch(const std::string& value) {
+    const std::string v = lower(value);
+    if (v.empty()) return true;
+    if (v == "0" || v == "off" || v == "no") return false;
+    return std::nullopt;
 }
-
-bool positive_number(const std::string& v, double lo, double hi) {
-    if (v.empty()) return false;
-    char* end = nullptr;
-    const double d = std::strtod(v.c_str(), &end);
-    return *end == '\0' && d >= lo && d <= hi && d > 0;
-}
-
-// 4K to 8G with an optional K/M/G, as mn-preflight --size takes it.
-bool size_value(const std::string& v) {
-    if (v.empty() || !std::isdigit(static_cast<unsigned char>(v[0]))) return false;
-    std::size_t i = 0;
-    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
-    if (i > 12) return false;
-    unsigned long long n = std::strtoull(v.substr(0, i).c_str(), nullptr, 10);
-    const std::string unit = lower(v.substr(i));
-    if (unit == "k") n <<= 10;
-    else if (unit == "m") n <<= 20;
-    else if (unit == "g") n <<= 30;
-    else if (!unit.empty()) return false;
-    return n >= 4096 && n <= (8ull << 30);
-}
-
-}  // namespace
 
 Outcome<PreflightRequest> parse_preflight_request(const std::string& options, const std::string& source) {
     PreflightRequest r;
-    const std::string all = lower(options);
-    if (all == "off" || all == "0" || all == "no") return r;
+    r.source = source;
+    if (auto on = preflight_switch(options)) {
+        r.enabled = *on;
+        return r;
+    }
     r.enabled = true;
-    const std::string known =
-        "known: timeout=S, min-busbw=GBPS, size=BYTES, iters=N, no-pairs, cpu, gpu, mode=MODE, json, "
-        "exclude-file=PATH, comment; e.g. " + source + "=timeout=30,exclude-file=bad-nodes";
+    CheckSettings s;
     for (const std::string& item : split_list(options)) {
         const std::size_t eq = item.find('=');
-        const std::string key = lower(item.substr(0, eq));
-        const std::string val = eq == std::string::npos ? "" : item.substr(eq + 1);
         const bool has_value = eq != std::string::npos;
-        auto bad = [&](const std::string& want) {
-            return Problem{source + ": '" + item + "' is not valid", want};
-        };
-        if (key == "timeout") {
-            if (!whole_number(val, 1, 600) && !positive_number(val, 1, 600))
-                return bad("give timeout=S with S from 1 to 600 seconds");
-            r.check_args.insert(r.check_args.end(), {"--timeout", val});
-        } else if (key == "min-busbw") {
-            if (!positive_number(val, 0, 1e6)) return bad("give min-busbw=GBPS above 0, e.g. min-busbw=300");
-            r.check_args.insert(r.check_args.end(), {"--min-busbw", val});
-        } else if (key == "size") {
-            if (!size_value(val)) return bad("give size=BYTES from 4K to 8G, e.g. size=64M");
-            r.check_args.insert(r.check_args.end(), {"--size", val});
-        } else if (key == "iters") {
-            if (!whole_number(val, 1, 10000)) return bad("give iters=N from 1 to 10000");
-            r.check_args.insert(r.check_args.end(), {"--iters", val});
-        } else if (key == "mode") {
-            const std::string m = lower(val);
-            if (m != "auto" && m != "ib" && m != "roce" && m != "socket")
-                return bad("give mode=auto, ib, roce or socket (the fabric class the check expects)");
-            r.check_args.insert(r.check_args.end(), {"--mode", m});
-        } else if (key == "exclude-file") {
-            if (val.empty()) return bad("give exclude-file=PATH, a file the batch script can read");
-            r.exclude_file = val;
-        } else if ((key == "no-pairs" || key == "cpu" || key == "gpu" || key == "json" || key == "comment") &&
-                   !has_value) {
-            if (key == "comment") r.job_comment = true;
-            else r.check_args.push_back("--" + key);
-        } else {
-            return Problem{source + ": unknown option '" + item + "'", known};
-        }
+        const std::string val = has_value ? item.substr(eq + 1) : "";
+        const CheckOption* o = find_check_option(lower(item.substr(0, eq)), kInline);
+        if (!o || has_value != (o->kind != ValueKind::Flag))
+            return Problem{source + ": unknown option '" + item + "'",
+                           "known: " + inline_options_list() + "; or the whole value off for no check; e.g. " +
+                               source + "=timeout=30,exclude-file=bad-nodes"};
+        if (!set_check_option(*o, val, s)) return bad_check_value(*o, Spelling::Inline, val, source);
+        if (!(o->places & kCheckArgv)) continue;
+        r.check_args.push_back(o->argv());
+        if (o->kind != ValueKind::Flag) r.check_args.push_back(o->kind == ValueKind::Mode ? lower(val) : val);
     }
+    r.exclude_file = s.exclude_file;
+    r.job_comment = s.job_comment;
     return r;
+}
+
+Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& option, const EnvLookup& env) {
+    if (option) return parse_preflight_request(*option, kPreflightOption);
+    if (auto v = env(kPreflightEnv)) return parse_preflight_request(*v, kPreflightEnv);
+    PreflightRequest none;
+    return none;
 }
 
 std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port) {

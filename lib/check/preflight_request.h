@@ -1,18 +1,23 @@
 // srun --mn-preflight[=OPTIONS] (or MN_NCCL_PREFLIGHT=OPTIONS): the check a
 // step runs in each task before the user's program, and what it leaves for
 // a batch script when it fails. Plain values, parsed once in srun (where a
-// bad value stops srun) and again in slurmstepd.
+// bad value stops srun) and again in slurmstepd. The options and their
+// limits are the check's own table (lib/check/check_options.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lib/plan/step_plan.h"
 #include "lib/util/outcome.h"
 
 namespace mn {
 
 struct PreflightRequest {
     bool enabled = false;
+    // Where it was asked for, for messages: "--mn-preflight" or "MN_NCCL_PREFLIGHT".
+    std::string source;
     // mn-preflight check's own options, in its spelling ("--timeout", "30").
     std::vector<std::string> check_args;
     // On FAIL, the nodes to exclude in Slurm's hostlist form go here.
@@ -21,12 +26,23 @@ struct PreflightRequest {
     bool job_comment = false;
 };
 
-// OPTIONS is a comma list; "" (the bare option) means the defaults, and
-// "off" or "0" means no check (so MN_NCCL_PREFLIGHT=off undoes a default).
+// A whole value that is a switch rather than options: on with the defaults
+// ("", the bare option) or off (0, off, no), in any case; nullopt for
+// anything else.
+std::optional<bool> preflight_switch(const std::string& value);
+
+// OPTIONS is a switch word or a comma list of the table's inline options:
 //   timeout=S  min-busbw=GBPS  size=BYTES  iters=N  no-pairs  cpu  gpu
 //   mode=MODE  json  exclude-file=PATH  comment
 // `source` names where the text came from in the error ("--mn-preflight").
 Outcome<PreflightRequest> parse_preflight_request(const std::string& options, const std::string& source);
+
+// The check a step asked for, by one rule in every context: the option's
+// value when it was given, else MN_NCCL_PREFLIGHT's, else none. `env` is
+// the context's lookup (getenv in srun, spank_getenv in slurmstepd).
+constexpr const char* kPreflightOption = "--mn-preflight";
+constexpr const char* kPreflightEnv = "MN_NCCL_PREFLIGHT";
+Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& option, const EnvLookup& env);
 
 // The argv put in front of each task's command:
 //   BIN check --exec --port PORT [check args] [--exclude-file P] [--job-comment] --

@@ -2,14 +2,19 @@
 // MN_NCCL (parse_mode), --mn-nccl-launch, --mn-emulate-nodes, port_range and
 // the other plugstack arguments (parse_site_config), MASTER_PORT, and the GPU
 // lists (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS). Input: lines; the first
-// byte of each picks the parser.
+// byte of each picks the parser. Every line is also a --mn-preflight value
+// (MN_NCCL_PREFLIGHT) and, split at spaces, mn-preflight check's argv: both
+// read the check's option table, and must agree.
 #include <algorithm>
 #include <cctype>
 
 #include "tests/fuzz/fuzz.h"
+#include "lib/check/check_options.h"
+#include "lib/check/preflight_request.h"
 #include "lib/plan/config.h"
 #include "lib/plan/step_layout.h"
 #include "lib/plan/step_plan.h"
+#include "lib/util/text.h"
 
 namespace {
 
@@ -82,6 +87,46 @@ void one_value(char which, const std::string& v) {
     }
 }
 
+// Whatever the table let through is inside its limits.
+void within_limits(const mn::CheckSettings& s, const std::string& v) {
+    const mn::CheckOptions& o = s.check;
+    FUZZ_CHECK(o.timeout >= 1 && o.timeout <= 600, "'%s': timeout %g", v.c_str(), o.timeout);
+    FUZZ_CHECK(!o.min_busbw || (*o.min_busbw > 0 && *o.min_busbw <= 1e6), "'%s': min-busbw", v.c_str());
+    FUZZ_CHECK(o.bytes == 0 || (o.bytes >= 4096 && o.bytes <= (std::size_t(8) << 30) && o.bytes % 4 == 0),
+               "'%s': size %zu", v.c_str(), o.bytes);
+    FUZZ_CHECK(o.iters >= 0 && o.iters <= 10000, "'%s': iters %d", v.c_str(), o.iters);
+    FUZZ_CHECK(o.mode != mn::Mode::Off && (o.path == "auto" || o.path == "cpu" || o.path == "gpu"), "'%s'",
+               v.c_str());
+}
+
+// mn-preflight's argv, from the arguments it is given.
+mn::Outcome<mn::CheckSettings> check_argv(const std::vector<std::string>& args) {
+    mn::CheckSettings s;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        auto taken = mn::take_check_arg(args, i, mn::kCheckArgv | mn::kExecArgv, s);
+        if (!taken) return taken.problem();
+        if (!*taken) return mn::Problem{"unknown argument '" + args[i] + "'", ""};
+    }
+    return s;
+}
+
+// --mn-preflight=V: what srun accepts, mn-preflight takes back as the same
+// settings; what it refuses is named with its source.
+void preflight_value(const std::string& v) {
+    auto r = mn::parse_preflight_request(v, mn::kPreflightEnv);
+    if (!r) {
+        FUZZ_CHECK(r.problem().what.find("MN_NCCL_PREFLIGHT: ") == 0, "%s", r.problem().what.c_str());
+        return;
+    }
+    const auto sw = mn::preflight_switch(v);
+    FUZZ_CHECK(sw ? r->enabled == *sw && r->check_args.empty() : r->enabled, "'%s'", v.c_str());
+    auto back = check_argv(r->check_args);
+    FUZZ_CHECK(back.ok(), "'%s': mn-preflight refuses what srun took: %s", v.c_str(), back.problem().text().c_str());
+    within_limits(*back, v);
+    const auto args = mn::preflight_argv(*r, "mn-preflight", 1);
+    FUZZ_CHECK(args.back() == "--" && args.size() >= 6 + r->check_args.size(), "'%s'", v.c_str());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
@@ -93,6 +138,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         if (l.empty()) continue;
         one_value(l[0], l.substr(1));
         args.push_back(l.substr(1));
+        preflight_value(l);
+        if (auto argv = check_argv(mn::split_list(l, ' '))) within_limits(*argv, l);
     }
     const mn::ParsedSiteConfig parsed = mn::parse_site_config(args);
     FUZZ_CHECK(parsed.warnings.size() <= args.size(), "%zu warnings for %zu arguments", parsed.warnings.size(),

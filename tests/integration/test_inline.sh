@@ -127,7 +127,7 @@ t_bad_value_refused() {
   local name="--mn-preflight=timeout=0 and an unknown option: srun refuses before launch, naming the option and the fix"
   run srun -N1 --mn-nccl=auto --mn-preflight=timeout=0 bash -c 'echo PROGRAM STARTED'
   local a=$RC
-  has "'timeout=0' is not valid; give timeout=S with S from 1 to 600" || a=0
+  has "'timeout=0' is not valid; give timeout=S: seconds, from 1 to 600, e.g. timeout=30" || a=0
   run env MN_NCCL_PREFLIGHT=timout=3 srun -N1 --mn-nccl=auto bash -c 'echo PROGRAM STARTED'
   [ $a -ne 0 ] && [ $RC -ne 0 ] && has "MN_NCCL_PREFLIGHT: unknown option 'timout=3'" && ! has 'PROGRAM STARTED' ||
     { fail "$name" "rc=$a,$RC"; return; }

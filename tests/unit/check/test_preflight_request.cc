@@ -2,6 +2,7 @@
 // the nodes to exclude read back from mn-preflight's own verdict (rendered
 // by lib/preflight, so a change of its format shows here) and the hostlist
 // form they are written in.
+#include <map>
 #include <set>
 
 #include "lib/plan/config.h"
@@ -36,6 +37,33 @@ static void bare_option_means_the_defaults(void**) {
     assert_false(parsed("OFF").enabled);
 }
 
+static EnvLookup env_of(std::map<std::string, std::string> vars) {
+    return [vars](const std::string& n) -> std::optional<std::string> {
+        auto it = vars.find(n);
+        return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+}
+
+// One rule in srun and slurmstepd: the option, else the variable, else none.
+static void option_wins_over_environment(void**) {
+    auto r = requested_preflight(std::nullopt, env_of({}));
+    assert_true(r.ok() && !r->enabled);
+    r = requested_preflight(std::nullopt, env_of({{"MN_NCCL_PREFLIGHT", ""}}));
+    assert_true(r.ok() && r->enabled);
+    assert_str(r->source, "MN_NCCL_PREFLIGHT");
+    r = requested_preflight(std::string("off"), env_of({{"MN_NCCL_PREFLIGHT", "timeout=5"}}));
+    assert_true(r.ok() && !r->enabled);
+    assert_str(r->source, "--mn-preflight");
+    r = requested_preflight(std::string(""), env_of({{"MN_NCCL_PREFLIGHT", "garbage"}}));
+    assert_true(r.ok() && r->enabled);  // the command line wins, a bad variable is not read
+    r = requested_preflight(std::nullopt, env_of({{"MN_NCCL_PREFLIGHT", "timout=5"}}));
+    assert_false(r.ok());
+    assert_contains(r.problem().what, "MN_NCCL_PREFLIGHT: unknown option 'timout=5'");
+    r = requested_preflight(std::string("iters=0"), env_of({}));
+    assert_false(r.ok());
+    assert_contains(r.problem().what, "--mn-preflight: 'iters=0' is not valid");
+}
+
 static void options_become_the_checks_own(void**) {
     PreflightRequest r = parsed("timeout=30,min-busbw=2.5,size=4M,iters=3,no-pairs,cpu,mode=SOCKET,json,"
                                 "exclude-file=/shared/bad,comment");
@@ -64,7 +92,7 @@ static void bad_values_name_the_option_and_the_fix(void**) {
         {"iters=0", "'iters=0'", "1 to 10000"},
         {"mode=off", "'mode=off'", "auto, ib, roce or socket"},
         {"exclude-file=", "'exclude-file='", "exclude-file=PATH"},
-        {"cpu=1", "unknown option 'cpu=1'", "known: timeout=S"},
+        {"cpu=1", "unknown option 'cpu=1'", "known: cpu, gpu, timeout=S"},
         {"timout=5", "unknown option 'timout=5'", "exclude-file=PATH"},
     };
     for (const auto& c : cases) {
@@ -225,6 +253,7 @@ static void emulated_nodes_map_to_their_slurm_node(void**) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bare_option_means_the_defaults),
+        cmocka_unit_test(option_wins_over_environment),
         cmocka_unit_test(options_become_the_checks_own),
         cmocka_unit_test(bad_values_name_the_option_and_the_fix),
         cmocka_unit_test(port_is_never_master_port),

@@ -1,0 +1,100 @@
+// The check's options, written once: each option's name, value kind and
+// limits, default and help. mn-preflight's argv (--timeout 30), the
+// plugin's srun --mn-preflight=timeout=30 and MN_NCCL_PREFLIGHT, both
+// --help texts and the man pages' test all read this table, so a limit,
+// a name or a mode list cannot differ between them.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/plan/config.h"
+#include "lib/util/outcome.h"
+
+namespace mn {
+
+// What mn-preflight's check runs with (helper/check.cc).
+struct CheckOptions {
+    std::string path = "auto";  // auto, gpu, cpu
+    double timeout = 60;        // the whole check, seconds
+    std::optional<double> min_busbw;
+    std::size_t bytes = 0;       // 0: the path's default
+    int iters = 0;               // 0: the path's default
+    std::size_t pair_bytes = 0;  // 0: the path's default
+    bool pairs = true;
+    bool json = false;
+    Mode mode = Mode::Auto;
+};
+
+// Everything the table's options set: the check's own, and what the
+// inline form (mn-preflight check --exec, srun --mn-preflight) does on FAIL.
+struct CheckSettings {
+    CheckOptions check;
+    std::string exclude_file;  // rank 0 writes the nodes to exclude here
+    bool job_comment = false;  // and also into the job's comment
+};
+
+enum class ValueKind {
+    Flag,    // no value
+    Number,  // a decimal number within [lo, hi] (above lo when lo_open)
+    Count,   // a whole number within [lo, hi]
+    Bytes,   // digits with an optional K, M or G, within [lo, hi] bytes
+    Mode,    // a fabric class to expect: auto, ib, roce, socket
+    Path,    // any non-empty text
+};
+
+// Where an option is read: mn-preflight check's argv, only with --exec
+// there, and --mn-preflight=OPTIONS (MN_NCCL_PREFLIGHT).
+enum OptionPlace : unsigned { kCheckArgv = 1, kExecArgv = 2, kInline = 4 };
+
+struct CheckOption {
+    const char* name;       // "min-busbw": --min-busbw and min-busbw=
+    const char* argv_name;  // mn-preflight's spelling where it differs ("job-comment"), else nullptr
+    const char* meta;       // "GBPS" in the help; "" for a flag
+    ValueKind kind;
+    double lo, hi;
+    bool lo_open;           // lo itself is refused ("above 0")
+    const char* want;       // the limits in words, for errors and help
+    const char* example;    // a good value, for the fix
+    const char* fallback;   // the default in words; "" for a flag
+    const char* help;       // what it does
+    unsigned places;
+
+    std::string argv() const { return std::string("--") + (argv_name ? argv_name : name); }
+};
+
+// The table, in --help's order.
+const std::vector<CheckOption>& check_option_table();
+
+// The option NAME (its --mn-preflight name, or mn-preflight's spelling
+// without "--") that is read in one of `places`; nullptr when none.
+const CheckOption* find_check_option(const std::string& name, unsigned places);
+
+// Sets the option from VALUE (ignored for a flag); false when VALUE is not
+// of the option's kind or outside its limits.
+bool set_check_option(const CheckOption& o, const std::string& value, CheckSettings& into);
+
+// A bad value, in the spelling it came in, naming the option, the value
+// and the fix. source: "--mn-preflight" or "MN_NCCL_PREFLIGHT" for the
+// inline form; unused for argv.
+enum class Spelling { Argv, Inline };
+Problem bad_check_value(const CheckOption& o, Spelling s, const std::string& value, const std::string& source = "");
+
+// mn-preflight's argv: when ARGS[i] is "--NAME" of an option read in
+// `places`, takes it (and its value, ARGS[i+1]; i moves past it) into
+// `into` and gives true; false when ARGS[i] is none of them.
+Outcome<bool> take_check_arg(const std::vector<std::string>& args, std::size_t& i, unsigned places,
+                             CheckSettings& into);
+
+// For --help, of the options read in any of `places`: "[--cpu] [--gpu]
+// [--timeout S] ...", starting at `column` and wrapped to it, and one entry
+// per option ("  --timeout S        the whole check's budget ... (seconds,
+// from 1 to 600; default 60)"), both within 100 columns.
+std::string check_options_synopsis(unsigned places, std::size_t column);
+std::string check_options_help(unsigned places);
+// For the plugin's help and errors: "timeout=S, min-busbw=GBPS, ..., comment".
+std::string inline_options_list();
+
+}  // namespace mn
