@@ -96,5 +96,13 @@ extern "C" int slurm_spank_user_init(spank_t sp, int, char**) {
 }
 
 extern "C" int slurm_spank_task_init(spank_t sp, int, char**) {
-    return guarded("task_init", Failure::FailHook, [&] { return stepd_task_init(sp); });
+    if (guarded("task_init", Failure::FailHook, [&] { return stepd_task_init(sp); }) == 0) return 0;
+    // Slurm ignores a failing hook of an `optional` plugin (the line the
+    // package installs), and the program would start without the check or
+    // the environment the step asked for. task_init runs in the task's own
+    // process, after fork and before exec: ending it here is what Slurm
+    // does itself for a `required` plugin (exec_task's _exit(1)), and it
+    // leaves slurmstepd, the other tasks' reports and the node alone.
+    if (stepd_step_asked(sp)) _exit(kRefusedTaskExit);
+    return 0;
 }

@@ -22,14 +22,17 @@ int refuse(int remote, const Problem& p) {
     return -1;
 }
 
-// --mn-preflight's callback: the value is checked at once (srun fails on
-// a bad one) and kept for resolve_user_choices.
+// --mn-preflight's callback. In srun and sbatch (remote == 0) a failure
+// here is the one Slurm obeys for an `optional` plugstack line too, so the
+// release check is made here and not only in init_post_opt.
 int on_preflight(const std::string& value, int remote) {
     PluginState& s = state();
     s.preflight_option = value;
+    s.preflight_asked = preflight_switch(value) != false;
     auto r = parse_preflight_request(value, kPreflightOption);
     if (!r) return refuse(remote, r.problem());
     s.preflight = *r;
+    if (auto p = preflight_unavailable(*r); p && !remote) return refuse(remote, *p);
     return 0;
 }
 
@@ -97,6 +100,12 @@ const std::string& preflight_help() {
     return help;
 }
 
+std::string slurm_release() {
+    const unsigned v = SLURM_VERSION_NUMBER;
+    const unsigned minor = SLURM_VERSION_MINOR(v);
+    return std::to_string(SLURM_VERSION_MAJOR(v)) + "." + (minor < 10 ? "0" : "") + std::to_string(minor);
+}
+
 // MN_NCCL unless --mn-nccl was given.
 std::optional<Problem> resolve_mode(PluginState& s, const EnvLookup& env) {
     const std::optional<std::string> v = s.mode_option ? s.mode_option : env("MN_NCCL");
@@ -112,9 +121,33 @@ std::optional<Problem> resolve_mode(PluginState& s, const EnvLookup& env) {
 std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env) {
     if (auto p = resolve_mode(s, env)) return p;
     auto r = requested_preflight(s.preflight_option, env);
-    if (!r) return r.problem();
+    if (!r) {
+        s.preflight_asked = true;  // asked for, wrongly: never run the program unchecked
+        return r.problem();
+    }
     s.preflight = *r;
+    s.preflight_asked = r->enabled;
     return std::nullopt;
+}
+
+std::optional<Problem> preflight_unavailable(const PreflightRequest& r) {
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+    (void)r;
+    return std::nullopt;
+#else
+    if (!r.enabled) return std::nullopt;
+    std::string fix = "instead, " + preflight_alternative();
+    if (r.source == kPreflightEnv) fix += "\n(or set " + std::string(kPreflightEnv) + "=off to run without the check)";
+    return Problem{r.source + " needs Slurm " + kPreflightNeedsSlurm + " or newer (spank_prepend_task_argv); this is Slurm " +
+                       slurm_release() + ", so the program was not started",
+                   fix};
+#endif
+}
+
+Problem preflight_needs_mn_nccl(const PreflightRequest& r) {
+    return Problem{r.source + " needs mn_nccl on (the check uses its ranks and MASTER_ADDR)",
+                   "add --mn-nccl=auto (or MN_NCCL=auto)" +
+                       std::string(r.source == kPreflightEnv ? ", or unset MN_NCCL_PREFLIGHT" : "")};
 }
 
 int init_plugin(spank_t sp, int ac, char** av, bool report_config) {

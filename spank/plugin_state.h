@@ -22,6 +22,9 @@ struct PluginState {
     std::optional<std::string> preflight_option;  // --mn-preflight
     // --mn-preflight (or MN_NCCL_PREFLIGHT): the check before the program.
     PreflightRequest preflight;
+    // The step asked for the check, even with a bad value: it runs the
+    // check or does not start.
+    bool preflight_asked = false;
     // Set in remote user_init, used by each task_init.
     bool active = false;
     std::optional<StepPlan> plan;
@@ -48,10 +51,22 @@ int register_options(spank_t sp);
 // context must (srun fails, slurmstepd keeps it for task_init).
 std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env);
 
+// Why the check a step asked for cannot run: the release lacks
+// spank_prepend_task_argv (before 24.11), or mn_nccl is off.
+std::optional<Problem> preflight_unavailable(const PreflightRequest& r);
+Problem preflight_needs_mn_nccl(const PreflightRequest& r);
+
+// task_init failed in a step that asked for mn_nccl or its check: the
+// task's process ends before the program starts, whatever plugstack.conf
+// says (Slurm ignores a failing hook of an `optional` plugin).
+constexpr int kRefusedTaskExit = 2;
+
 // Per context (srun.cc, slurmstepd.cc).
 int srun_init_post_opt(spank_t sp);
 int stepd_user_init(spank_t sp);
 int stepd_task_init(spank_t sp);
+// A training step that asked for mn_nccl or its check (slurmstepd).
+bool stepd_step_asked(spank_t sp);
 
 // --mn-emulate-nodes (emulation.cc): Slurm's variables of the emulated
 // layout in a task; the real ones back in srun started inside such a task.

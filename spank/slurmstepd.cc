@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "build_config.h"
+#include "lib/plan/step_layout.h"
 #include "lib/fabric/topology.h"
 #include "lib/fabric/verbs.h"
 #include "spank/plugin_state.h"
@@ -49,8 +50,9 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
     if (access(bin.c_str(), X_OK) != 0) {
         if (local_id == 0)
-            slurm_error("%s", message("--mn-preflight: " + bin + " is not an executable here; install mn-preflight "
-                                      "on every node, or set preflight=PATH in plugstack.conf")
+            slurm_error("%s", message(req.source + ": " + bin + " is not an executable here, so the program was "
+                                      "not started; install mn-preflight on every node, or set preflight=PATH in "
+                                      "plugstack.conf")
                                   .c_str());
         return -1;
     }
@@ -64,18 +66,16 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     // than without --mn-preflight.
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
     if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
-        slurm_error("%s", message("--mn-preflight: Slurm refused to put the check in front of the task "
-                                  "(spank_prepend_task_argv); report this with the Slurm version")
+        slurm_error("%s", message(req.source + ": Slurm refused to put the check in front of the task "
+                                  "(spank_prepend_task_argv), so the program was not started; report this with "
+                                  "the Slurm version")
                               .c_str());
         return -1;
     }
     return 0;
 #else
-    (void)sp, (void)plan, (void)req, (void)site;
-    if (local_id == 0)
-        slurm_error("%s", message(std::string("--mn-preflight needs Slurm ") + kPreflightNeedsSlurm +
-                                  " or newer on the nodes; " + preflight_alternative())
-                              .c_str());
+    (void)sp, (void)plan, (void)site;
+    if (local_id == 0) slurm_error("%s", message(preflight_unavailable(req)->text()).c_str());
     return -1;
 #endif
 }
@@ -134,18 +134,29 @@ int stepd_user_init(spank_t sp) {
     return 0;
 }
 
+bool stepd_step_asked(spank_t sp) {
+    const PluginState& s = state();
+    uint32_t step = 0;
+    if (!item(sp, S_JOB_STEPID, step) || !is_training_step(step)) return false;
+    return s.active || s.mode_option || s.preflight_asked;
+}
+
 int stepd_task_init(spank_t sp) {
     PluginState& s = state();
-    // Errors matter only to steps that asked for mn_nccl: an internal error
-    // in a step without the option (the batch script, say) is logged by the
-    // guard and must not fail it.
-    if (!s.deferred_error.empty() && (s.active || s.mode_option)) {
+    // Errors matter only to steps that asked for mn_nccl or its check: an
+    // internal error in a step without the option (the batch script, say)
+    // is logged by the guard and must not fail it.
+    if (!stepd_step_asked(sp)) return 0;
+    std::string refusal = s.deferred_error;
+    if (refusal.empty() && s.preflight_asked && !s.active)
+        refusal = message(preflight_unavailable(s.preflight).value_or(preflight_needs_mn_nccl(s.preflight)).text());
+    if (!refusal.empty()) {
         // slurm_error from a task reaches the user's stderr; one line per
         // node is enough.
         int local_id = 0;
         item(sp, S_TASK_ID, local_id);
-        if (local_id == 0) slurm_error("%s", s.deferred_error.c_str());
-        else slurm_verbose("%s", s.deferred_error.c_str());
+        if (local_id == 0) slurm_error("%s", refusal.c_str());
+        else slurm_verbose("%s", refusal.c_str());
         return -1;
     }
     if (!s.active || !s.plan) return 0;

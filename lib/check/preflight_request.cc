@@ -7,8 +7,8 @@ namespace mn {
 
 std::optional<bool> preflight_switch(const std::string& value) {
     const std::string v = lower(value);
-    if (v.empty()) return true;
-    if (v == "0" || v == "off" || v == "no") return false;
+    if (v.empty() || v == "1" || v == "on" || v == "yes" || v == "true") return true;
+    if (v == "0" || v == "off" || v == "no" || v == "false") return false;
     return std::nullopt;
 }
 
@@ -28,8 +28,9 @@ Outcome<PreflightRequest> parse_preflight_request(const std::string& options, co
         const CheckOption* o = find_check_option(lower(item.substr(0, eq)), kInline);
         if (!o || has_value != (o->kind != ValueKind::Flag))
             return Problem{source + ": unknown option '" + item + "'",
-                           "known: " + inline_options_list() + "; or the whole value off for no check; e.g. " +
-                               source + "=timeout=30,exclude-file=bad-nodes"};
+                           "known: " + inline_options_list() + "; or the whole value 1 (on, yes, true) for the " +
+                               "defaults, 0 (off, no, false) for no check; e.g. " + source +
+                               "=timeout=30,exclude-file=bad-nodes"};
         if (!set_check_option(*o, val, s)) return bad_check_value(*o, Spelling::Inline, val, source);
         if (!(o->places & kCheckArgv)) continue;
         r.check_args.push_back(o->argv());

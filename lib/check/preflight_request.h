@@ -27,8 +27,8 @@ struct PreflightRequest {
 };
 
 // A whole value that is a switch rather than options: on with the defaults
-// ("", the bare option) or off (0, off, no), in any case; nullopt for
-// anything else.
+// ("" (the bare option), 1, on, yes, true) or off (0, off, no, false), in
+// any case; nullopt for anything else.
 std::optional<bool> preflight_switch(const std::string& value);
 
 // OPTIONS is a switch word or a comma list of the table's inline options:

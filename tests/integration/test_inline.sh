@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # srun --mn-preflight on the real local Slurm (CPU path). Which parts run
-# depends on the release: before 24.11 (no spank_prepend_task_argv) srun
-# must refuse the option before anything is allocated; from 24.11 the check
-# runs in each task and the program starts only on PASS. The helper's own
-# `check --exec` mode, which the plugin puts in front of each task, is
-# tested on every release.
+# depends on the release: before 24.11 (no spank_prepend_task_argv) every
+# form is refused and the program never starts; from 24.11 the check runs
+# in each task and the program starts only on PASS. Either way, with a
+# `required` or an `optional` plugstack line: a step that asked for the
+# check runs it or does not start. The helper's own `check --exec` mode,
+# which the plugin puts in front of each task, is tested on every release.
 source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 plugstack required "preflight=$PF"
@@ -92,46 +93,118 @@ t_exec_usage() {
   pass "$name"
 }
 
-# --- before 24.11: refused in srun, before anything runs ----------------------
+# --- every release, `required` and `optional` plugstack lines alike -----------
+# Slurm ignores a failing hook of an `optional` plugin (the line the package
+# installs): a step that asked for the check must still either run it or
+# not start. The program below leaves $OUT/ran.RANK where it started.
+
+RAN_PROG="touch $OUT/ran.\$SLURM_PROCID"
+started() { ls "$OUT" | grep -c '^ran\.' || true; }
 
 # The id a fresh job gets now: a refused srun must not have used one.
 last_job() { srun -N1 -n1 bash -c 'echo JOBID=$SLURM_JOB_ID' 2>/dev/null | sed -n 's/^JOBID=//p'; }
 
-t_refused_without_prepend() {
-  [ $inline = 0 ] || return 0
-  local name="Slurm $ver: --mn-preflight and MN_NCCL_PREFLIGHT refused in srun, naming 24.11 and the two-line sbatch alternative; no job is created"
-  local before after
-  before=$(last_job)
-  run srun -N2 --mn-nccl=auto --mn-preflight bash -c 'echo PROGRAM STARTED'
-  local a=$RC
-  local msg_ok=1
-  has 'needs Slurm 24.11 or newer' && has "this is Slurm ${major}\\.0?${minor}" && has 'srun --mn-nccl=auto mn-preflight \|\| exit 1' &&
-    has 'srun --mn-nccl=auto python train.py' && ! has 'PROGRAM STARTED' || msg_ok=0
-  run env MN_NCCL_PREFLIGHT=timeout=5 srun -N2 --mn-nccl=auto bash -c 'echo PROGRAM STARTED'
-  local b=$RC
-  has 'MN_NCCL_PREFLIGHT\) needs Slurm 24.11' && ! has 'PROGRAM STARTED' || msg_ok=0
-  after=$(last_job)
-  [ $a -ne 0 ] && [ $b -ne 0 ] && [ $msg_ok = 1 ] && [ -n "$before" ] && [ "$after" = $((before + 1)) ] ||
-    { fail "$name" "rc=$a,$b message ok=$msg_ok job ids before=$before after=$after (want consecutive)"; return; }
+# never_starts LINE WHAT PATTERN [nojob] CMD...: CMD fails, prints PATTERN,
+# and starts the program in no task; with nojob, no job was created either.
+never_starts() {
+  local line=$1 what=$2 pat=$3 nojob=0; shift 3
+  [ "$1" = nojob ] && { nojob=1; shift; }
+  local name="$line line, $what: the program never starts, the refusal says why and what to do"
+  local before after=""
+  [ $nojob = 1 ] && before=$(last_job)
+  rm -f "$OUT"/ran.*
+  run "$@"
+  local ran; ran=$(started)
+  [ $nojob = 1 ] && after=$(last_job)
+  if [ $RC -ne 0 ] && [ "$ran" = 0 ] && has "$pat" && { [ $nojob = 0 ] || [ "$after" = $((before + 1)) ]; }; then
+    pass "$name"
+  else
+    fail "$name" "rc=$RC, the program started in $ran tasks, /$pat/ $(has "$pat" && echo shown || echo missing)" \
+      "job ids before=${before:-} after=$after (want consecutive when nojob)"
+  fi
+}
+
+# runs_unchecked LINE WHAT CMD...: the check is off, the program runs in 2 tasks.
+runs_unchecked() {
+  local line=$1 what=$2; shift 2
+  local name="$line line, $what: no check, the program runs"
+  rm -f "$OUT"/ran.*
+  run "$@"
+  [ $RC -eq 0 ] && [ "$(started)" = 2 ] && ! has '^PASS' || { fail "$name" "rc=$RC started=$(started)"; return; }
   pass "$name"
 }
 
-t_off_is_no_check() {
-  local name="MN_NCCL_PREFLIGHT=off: no check, the program runs (every release)"
-  run env MN_NCCL_PREFLIGHT=off srun -N2 --mn-nccl=auto bash -c 'echo PROGRAM STARTED'
-  [ $RC -eq 0 ] && [ "$(count 'PROGRAM STARTED')" = 2 ] && ! has '^PASS' || { fail "$name" "rc=$RC"; return; }
+# Before 24.11 (no spank_prepend_task_argv) every form is refused. The
+# option form in srun's option callback, the one failure srun obeys for an
+# optional plugin too: no job is created. The environment form (and a
+# required line) in srun's init_post_opt; with an optional line srun goes
+# on, and each task ends in task_init (exit 2) before the program starts.
+refused_without_prepend() {
+  local line=$1 env_job=nojob
+  [ "$line" = optional ] && env_job=""
+  local release="needs Slurm 24.11 or newer \(spank_prepend_task_argv\); this is Slurm ${major}\\.0?${minor}"
+  never_starts "$line" "Slurm $ver, --mn-preflight" "--mn-preflight $release" nojob \
+    srun -N2 --mn-nccl=auto --mn-preflight bash -c "$RAN_PROG"
+  has 'srun --mn-nccl=auto mn-preflight \|\| exit 1' && has 'srun --mn-nccl=auto python train.py' ||
+    fail "$line line, Slurm $ver: the refusal names the two-line sbatch alternative"
+  local v
+  for v in 1 on timeout=5; do
+    never_starts "$line" "Slurm $ver, MN_NCCL_PREFLIGHT=$v" "MN_NCCL_PREFLIGHT $release" $env_job \
+      env MN_NCCL_PREFLIGHT=$v srun -N2 --mn-nccl=auto bash -c "$RAN_PROG"
+  done
+  has 'MN_NCCL_PREFLIGHT=off to run without the check' ||
+    fail "$line line, Slurm $ver: the environment form's refusal names MN_NCCL_PREFLIGHT=off"
+  if [ "$line" = optional ]; then
+    has 'task [01]: Exited with exit code 2' || fail "$line line: srun reports the tasks' exit code 2"
+  fi
+  never_starts "$line" "Slurm $ver, sbatch --mn-preflight" "--mn-preflight $release" nojob \
+    sbatch --wait -N2 -o /dev/null --mn-preflight --wrap "srun --mn-nccl=auto bash -c '$RAN_PROG'"
+}
+
+# From 24.11 the check runs (PASS) under either line; what cannot run it
+# stops every task before the program.
+refused_with_prepend() {
+  local line=$1
+  never_starts "$line" "MN_NCCL_PREFLIGHT=yes without mn_nccl" 'MN_NCCL_PREFLIGHT needs mn_nccl on.*add --mn-nccl=auto' \
+    env MN_NCCL_PREFLIGHT=yes srun -N2 bash -c "$RAN_PROG"
+  plugstack "$line" "preflight=/nonexistent/mn-preflight"
+  never_starts "$line" "--mn-preflight, mn-preflight not installed on the nodes" \
+    '--mn-preflight: /nonexistent/mn-preflight is not an executable here.*install mn-preflight on every node' \
+    srun -N2 --mn-nccl=auto --mn-preflight bash -c "$RAN_PROG"
+  plugstack "$line" "preflight=$PF"
+  local name="$line line, MN_NCCL_PREFLIGHT=1: the check with its defaults (PASS), then the program"
+  rm -f "$OUT"/ran.*
+  run env MN_NCCL_PREFLIGHT=1 srun -N2 --mn-nccl=auto bash -c "$RAN_PROG"
+  [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(started)" = 2 ] || { fail "$name" "rc=$RC started=$(started)"; return; }
+  pass "$name"
+  name="$line line, --mn-preflight=no-pairs: PASS, then the program"
+  rm -f "$OUT"/ran.*
+  run srun -N2 --mn-nccl=auto --mn-preflight=no-pairs bash -c "$RAN_PROG"
+  [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(started)" = 2 ] || { fail "$name" "rc=$RC started=$(started)"; return; }
   pass "$name"
 }
 
-t_bad_value_refused() {
-  local name="--mn-preflight=timeout=0 and an unknown option: srun refuses before launch, naming the option and the fix"
-  run srun -N1 --mn-nccl=auto --mn-preflight=timeout=0 bash -c 'echo PROGRAM STARTED'
-  local a=$RC
-  has "'timeout=0' is not valid; give timeout=S: seconds, from 1 to 600, e.g. timeout=30" || a=0
-  run env MN_NCCL_PREFLIGHT=timout=3 srun -N1 --mn-nccl=auto bash -c 'echo PROGRAM STARTED'
-  [ $a -ne 0 ] && [ $RC -ne 0 ] && has "MN_NCCL_PREFLIGHT: unknown option 'timout=3'" && ! has 'PROGRAM STARTED' ||
-    { fail "$name" "rc=$a,$RC"; return; }
-  pass "$name"
+t_asked_for_means_checked() {
+  local line
+  for line in required optional; do
+    plugstack "$line" "preflight=$PF"
+    if [ $inline = 1 ]; then refused_with_prepend "$line"; else refused_without_prepend "$line"; fi
+    never_starts "$line" "--mn-preflight=timeout=0 (srun's option callback)" \
+      "'timeout=0' is not valid; give timeout=S: seconds, from 1 to 600, e.g. timeout=30" nojob \
+      srun -N2 --mn-nccl=auto --mn-preflight=timeout=0 bash -c "$RAN_PROG"
+    never_starts "$line" "MN_NCCL_PREFLIGHT=timout=3" "MN_NCCL_PREFLIGHT: unknown option 'timout=3'; known: cpu, gpu, timeout=S" \
+      env MN_NCCL_PREFLIGHT=timout=3 srun -N2 --mn-nccl=auto bash -c "$RAN_PROG"
+    local v
+    for v in 0 off No FALSE; do
+      runs_unchecked "$line" "MN_NCCL_PREFLIGHT=$v" env MN_NCCL_PREFLIGHT=$v srun -N2 --mn-nccl=auto bash -c "$RAN_PROG"
+    done
+    runs_unchecked "$line" "MN_NCCL_PREFLIGHT=1 with --mn-preflight=off (the option wins)" \
+      env MN_NCCL_PREFLIGHT=1 srun -N2 --mn-nccl=auto --mn-preflight=off bash -c "$RAN_PROG"
+  done
+  plugstack required "preflight=$PF"
+  local state; state=$(sinfo -h -o '%T' | sort -u | tr '\n' ' ')
+  [ "$state" = "idle " ] && pass "after every refusal, every node is idle (none drained)" ||
+    fail "after every refusal, every node is idle (none drained)" "sinfo: $state"
 }
 
 # --- 24.11 and newer: the check inside the training step ----------------------

@@ -15,7 +15,9 @@ PROBE=$OUT/spank_fail_probe.so
 cc -shared -fPIC -o "$PROBE" "$HERE/spank_fail_probe.c" 2>"$OUT/cc.log" ||
   { echo "not ok - spank_fail_probe.c does not build"; cat "$OUT/cc.log"; exit 1; }
 
-probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/cluster/local-cluster.sh" plugstack required "$@" >/dev/null; }
+# The plugstack line's kind: required, or optional (the package's line).
+LINE=required
+probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/cluster/local-cluster.sh" plugstack $LINE "$@" >/dev/null; }
 node_state() { sinfo -h -n node0 -o '%T' 2>/dev/null; }
 
 # observe HOOK CONTEXT [MODE]: "rc=N ran=yes|no state=STATE"
@@ -47,14 +49,18 @@ observe_batch() {
   sleep 1
 }
 
-# expect [--batch] HOOK CONTEXT [MODE] WHAT: the release's documented outcome
+# expect [--batch] [--optional] HOOK CONTEXT [MODE] WHAT: the release's
+# documented outcome
 expect() {
   local how=observe where="srun"
   [ "$1" = --batch ] && { how=observe_batch; where="a batch job"; shift; }
+  LINE=required
+  [ "$1" = --optional ] && { LINE=optional; shift; }
   local want=${*: -1} args=("${@:1:$#-1}")
   local got; got=$($how "${args[@]}")
-  local name="Slurm $major.$(printf %02d $minor): a failing ${args[*]} under $where gives $want"
+  local name="Slurm $major.$(printf %02d $minor): a failing ${args[*]} ($LINE plugstack line) under $where gives $want"
   [ "$got" = "$want" ] && pass "$name" || fail "$name" "saw $got"
+  LINE=required
 }
 
 if [ "$major" -lt 24 ]; then
@@ -85,6 +91,14 @@ else
   if nm -D --defined-only "$TOP/spank/.libs/mn_nccl.so" | grep -qw slurm_spank_init_failure_mode; then pass "$name"; else fail "$name"; fi
 fi
 expect init local "rc=fail ran=no state=idle"
+# An optional plugin's failing hook is ignored on every release (Slurm's
+# _do_call_stack), in srun and in slurmstepd alike: the task runs. This is
+# why mn_nccl refuses --mn-preflight in srun's option callback and ends the
+# task itself in task_init (tests/integration/test_inline.sh).
+expect --optional init local "rc=0 ran=yes state=idle"
+expect --optional init remote "rc=0 ran=yes state=idle"
+expect --optional user_init remote "rc=0 ran=yes state=idle"
+expect --optional task_init remote "rc=0 ran=yes state=idle"
 
 # mn_nccl itself: a user's mistake that only the node can see (--mn-nccl=ib
 # where there is no InfiniBand) fails that step of the batch job, never the
@@ -104,4 +118,19 @@ if grep -q 'InfiniBand' "$OUT/batch.out" 2>/dev/null && grep -q 'srun rc=[1-9]' 
 else
   fail "$name" "job $j: ${st:-?}, node0 ${state:-?}" "$(cat "$OUT/batch.out" 2>/dev/null)"
 fi
+
+# The same mistake under an optional line, which Slurm would let run with
+# the task_init failure ignored: mn_nccl ends the task itself (exit 2)
+# before the program starts, and the node stays up.
+plugstack optional
+rm -f "$OUT/ran"
+run srun -N1 -w node0 --mn-nccl=ib touch "$OUT/ran"
+state=$(node_state)
+name="--mn-nccl=ib without InfiniBand, optional plugstack line: the task ends before the program (exit 2), node0 stays ${state:-?}"
+if [ $RC -ne 0 ] && [ ! -e "$OUT/ran" ] && has 'InfiniBand' && has 'Exited with exit code 2' && [ "${state%%[*~#]*}" = idle ]; then
+  pass "$name"
+else
+  fail "$name" "rc=$RC ran=$([ -e "$OUT/ran" ] && echo yes || echo no)"
+fi
+plugstack required
 summary

@@ -186,6 +186,11 @@ static void man_pages_describe_every_option(void**) {
         if ((o.places & kInline) && !bold_word(plugin, word))
             fail_msg("mn_nccl(8) --mn-preflight lacks %s", word.c_str());
     }
+    // The switch words of MN_NCCL_PREFLIGHT, each as preflight_switch reads it.
+    for (const char* w : {"1", "0", "on", "off", "yes", "no", "true", "false"}) {
+        if (!bold_word(plugin, w)) fail_msg("mn_nccl(8) --mn-preflight lacks the switch word %s", w);
+        assert_true(preflight_switch(w).has_value());
+    }
 }
 
 static void help_of_the_program_prints_every_option(void**) {

@@ -37,6 +37,22 @@ static void bare_option_means_the_defaults(void**) {
     assert_false(parsed("OFF").enabled);
 }
 
+// MN_NCCL_PREFLIGHT=1 is what most people write for "on".
+static void switch_words_in_any_case(void**) {
+    for (const char* on : {"1", "on", "ON", "yes", "Yes", "true", "TRUE", ""}) {
+        PreflightRequest r = parsed(on);
+        if (!r.enabled || !r.check_args.empty()) fail_msg("'%s' is not on with the defaults", on);
+    }
+    for (const char* off : {"0", "off", "Off", "no", "NO", "false", "False"})
+        if (parsed(off).enabled) fail_msg("'%s' is not off", off);
+    // Only as the whole value: in a list they are no options.
+    for (const char* bad : {"on,timeout=5", "1,no-pairs", "off,json", "2", "enable"}) {
+        auto r = parse_preflight_request(bad, "MN_NCCL_PREFLIGHT");
+        if (r.ok()) fail_msg("'%s' should be refused", bad);
+        assert_contains(r.problem().fix, "the whole value 1 (on, yes, true)");
+    }
+}
+
 static EnvLookup env_of(std::map<std::string, std::string> vars) {
     return [vars](const std::string& n) -> std::optional<std::string> {
         auto it = vars.find(n);
@@ -48,7 +64,7 @@ static EnvLookup env_of(std::map<std::string, std::string> vars) {
 static void option_wins_over_environment(void**) {
     auto r = requested_preflight(std::nullopt, env_of({}));
     assert_true(r.ok() && !r->enabled);
-    r = requested_preflight(std::nullopt, env_of({{"MN_NCCL_PREFLIGHT", ""}}));
+    r = requested_preflight(std::nullopt, env_of({{"MN_NCCL_PREFLIGHT", "1"}}));
     assert_true(r.ok() && r->enabled);
     assert_str(r->source, "MN_NCCL_PREFLIGHT");
     r = requested_preflight(std::string("off"), env_of({{"MN_NCCL_PREFLIGHT", "timeout=5"}}));
@@ -253,6 +269,7 @@ static void emulated_nodes_map_to_their_slurm_node(void**) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bare_option_means_the_defaults),
+        cmocka_unit_test(switch_words_in_any_case),
         cmocka_unit_test(option_wins_over_environment),
         cmocka_unit_test(options_become_the_checks_own),
         cmocka_unit_test(bad_values_name_the_option_and_the_fix),
