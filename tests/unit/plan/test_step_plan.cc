@@ -3,19 +3,10 @@
 
 #include "tests/unit/fake_network.h"
 #include "lib/plan/step_plan.h"
+#include "tests/unit/plan/task_facts.h"
 #include "tests/unit/unit.h"
 
 using namespace mn;
-
-// A task's facts by position, as the tests build them.
-inline mn::TaskFacts facts(uint32_t local, uint32_t global, uint32_t gpus, std::vector<std::string> list = {}) {
-    mn::TaskFacts t;
-    t.local_id = local;
-    t.global_id = global;
-    t.gpus = gpus;
-    t.gpu_list = std::move(list);
-    return t;
-}
 
 using Env = std::map<std::string, std::string>;
 
