@@ -53,7 +53,7 @@ copy_tree() {
   else
     # No git (a minimal root): leave out what configure and make wrote.
     (cd "$top" && tar --exclude=.libs --exclude=.deps --exclude='*.o' --exclude='*.lo' --exclude='*.la' \
-      --exclude=./Makefile --exclude=./config.status --exclude=./config.h --exclude=./config.log \
+      --exclude=./Makefile --exclude=./config.status --exclude=./build_config.h --exclude=./config.log \
       --exclude=./libtool --exclude=./stamp-h1 --exclude=./mn-nccl.spec --exclude='./mn-nccl-*.tar.gz' \
       --exclude=./autom4te.cache -cf - .) | tar -C "$1" -xf -
   fi
