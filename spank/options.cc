@@ -100,11 +100,14 @@ const std::string& preflight_help() {
     return help;
 }
 
+#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(24, 11, 0)
+// "22.05": named in the refusal on releases without the inline check.
 std::string slurm_release() {
     const unsigned v = SLURM_VERSION_NUMBER;
     const unsigned minor = SLURM_VERSION_MINOR(v);
     return std::to_string(SLURM_VERSION_MAJOR(v)) + "." + (minor < 10 ? "0" : "") + std::to_string(minor);
 }
+#endif
 
 // MN_NCCL unless --mn-nccl was given.
 std::optional<Problem> resolve_mode(PluginState& s, const EnvLookup& env) {
