@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, everything mn-nccl needs to build,
 # to run the local multi-node Slurm and to run its tests. Idempotent.
+#   scripts/install-deps.sh [--here]   --here: without the RPM and fuzzing tools
 set -euo pipefail
 
 pkgs=(
@@ -9,9 +10,11 @@ pkgs=(
   libhwloc-dev libibverbs-dev libcmocka-dev
   iproute2 util-linux procps
   python3-torch
-  debhelper dpkg-dev fakeroot rpm
-  clang libclang-rt-dev libssl-dev  # scripts/test/fuzz.sh (libFuzzer), fuzz_handshake (OpenSSL)
+  debhelper dpkg-dev fakeroot libssl-dev  # the .deb; fuzz_handshake's corpus (OpenSSL)
 )
+# The RPM and the libFuzzer build run on the host only (scripts/test.sh);
+# the release roots (--here) skip them and these packages.
+[ "${1:-}" = --here ] || pkgs+=(rpm clang libclang-rt-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

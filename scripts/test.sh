@@ -15,13 +15,30 @@ top=$(pwd)
 here_only=0
 [ "${1:-}" = --here ] && here_only=1
 
-bash scripts/install-deps.sh || exit 1
+# Each part's wall time, printed at the end: CI has a time limit.
+t_all=$(date +%s)
+t_part=$t_all
+part_name=""
+times=""
+part() {
+  local now
+  now=$(date +%s)
+  [ -z "$part_name" ] || times+="$(printf '%6d s  %s' $((now - t_part)) "$part_name")"$'\n'
+  t_part=$now
+  part_name=$1
+  [ -z "$1" ] || echo "== $1"
+}
+
+part "install (scripts/install-deps.sh)"
+deps_args=()
+[ $here_only = 1 ] && deps_args=(--here)
+bash scripts/install-deps.sh "${deps_args[@]}" || exit 1
+part "build (scripts/build.sh)"
 bash scripts/build.sh || exit 1
 
 passed=0
 failed=0
-
-echo "== unit tests (CMocka)"
+part "unit tests (CMocka)"
 make -s check >/tmp/mn-unit.log 2>&1
 unit_rc=$?
 for log in tests/unit/*/test_*.log; do
@@ -36,7 +53,31 @@ if [ $unit_rc -ne 0 ]; then
   [ "$failed" -gt 0 ] || failed=$((failed + 1))
 fi
 
-echo "== integration tests (local multi-node Slurm)"
+# What needs the CPU and not the cluster runs beside what waits on the
+# cluster (the integration tests mostly wait on Slurm and timeouts): the
+# sanitizer build with its unit tests and corpora, then the fuzz targets;
+# and the other releases, whose roots build while this host's tests run and
+# take the cluster (one at a time, /tmp/mn-cluster.lock) when it is free.
+# Niced, so the tests that measure time here get the CPU first.
+bg_san=""
+bg_matrix=""
+if [ $sanitizers = 1 ]; then
+  (nice -n 10 bash scripts/test/test-sanitizers.sh --unit-only >/tmp/mn-san-unit.log 2>&1
+   nice -n 10 bash scripts/test/fuzz.sh >/tmp/mn-fuzz.log 2>&1) &
+  bg_san=$!
+fi
+if [ $matrix = 1 ]; then
+  # The supported releases other than this machine's own.
+  . /etc/os-release
+  case "${VERSION_CODENAME:-}" in bookworm | trixie) this=$VERSION_CODENAME ;; *) this=sid ;; esac
+  others=()
+  for s in bookworm trixie sid; do [ "$s" = "$this" ] || others+=("$s"); done
+  echo "== started beside: the other Slurm releases (${others[*]}), in Debian roots"
+  nice -n 10 bash scripts/cluster/release-matrix.sh "${others[@]}" >/tmp/mn-matrix.log 2>&1 &
+  bg_matrix=$!
+fi
+
+part "integration tests (local multi-node Slurm)"
 # One local cluster at a time on a machine (its bridge, addresses and
 # namespace names are fixed): wait for any other test run to finish.
 exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
@@ -45,7 +86,9 @@ trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 start=$(date +%s)
 if bash scripts/cluster/local-cluster.sh start; then
   for t in tests/integration/test_*.sh; do
+    t0=$(date +%s)
     bash "$t" 2>&1 | tee /tmp/mn-it.log
+    echo "$(basename "$t"): $(($(date +%s) - t0)) s"
     p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-it.log)
     f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-it.log)
     [ -n "$p" ] || { echo "$t: no summary line"; f=1; p=0; }
@@ -63,7 +106,7 @@ echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Ver
 
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
-  echo "== packages (scripts/test/test-package.sh: .deb through a real job, RPM)"
+  part "packages (scripts/test/test-package.sh: .deb through a real job, RPM)"
   # The RPM (for RHEL sites, from make dist) is built once, on the host.
   rpm_too=${MN_TEST_RPM:-1}
   [ $here_only = 1 ] && rpm_too=0
@@ -75,31 +118,50 @@ if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   failed=$((failed + f))
 fi
 
-# The sanitizer build (every test under ASan + UBSan) and the fuzz targets,
-# on the host only: not in the release roots (--here). MN_SANITIZERS=0 skips.
-if [ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ]; then
-  for s in test-sanitizers fuzz; do
-    echo "== scripts/test/$s.sh"
-    bash "scripts/test/$s.sh" 2>&1 | tee /tmp/mn-$s.log
-    p=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-$s.log | tail -1)
-    f=$(sed -n 's/^[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-$s.log | tail -1)
-    [ -n "$p" ] || { echo "scripts/test/$s.sh: no summary line"; f=1; p=0; }
-    passed=$((passed + p))
-    failed=$((failed + f))
-  done
+# The sanitizer run (every test under ASan + UBSan), the fuzz targets and the
+# other releases: host only, not in the release roots (--here).
+# MN_SANITIZERS=0 skips the first two, MN_RELEASE_MATRIX=0 the third.
+sanitizers=0
+matrix=0
+[ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ] && sanitizers=1
+[ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ] && matrix=1
+
+# tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
+tally() {
+  local p f
+  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
+  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
+  [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+if [ -n "$bg_san" ]; then
+  part "scripts/test/test-sanitizers.sh (ASan + UBSan build: unit tests, corpora; built beside)"
+  # The build and its make check ran beside the tests above; the fuzz
+  # targets may still run.
+  while ! grep -q '^sanitizers: [0-9]* passed' /tmp/mn-san-unit.log 2>/dev/null && kill -0 "$bg_san" 2>/dev/null; do sleep 5; done
+  cat /tmp/mn-san-unit.log
+  tally test-sanitizers /tmp/mn-san-unit.log
+  part "scripts/test/test-sanitizers.sh --integration-only (the sanitized plugin in slurmstepd)"
+  bash scripts/test/test-sanitizers.sh --integration-only 2>&1 | tee /tmp/mn-san-it.log
+  tally test-sanitizers /tmp/mn-san-it.log
+  part "scripts/test/fuzz.sh (beside)"
+  wait "$bg_san"
+  cat /tmp/mn-fuzz.log
+  tally fuzz /tmp/mn-fuzz.log
 fi
 
 matrix_rc=0
-if [ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ]; then
-  # The supported releases other than this machine's own.
-  . /etc/os-release
-  case "${VERSION_CODENAME:-}" in bookworm | trixie) this=$VERSION_CODENAME ;; *) this=sid ;; esac
-  others=()
-  for s in bookworm trixie sid; do [ "$s" = "$this" ] || others+=("$s"); done
-  echo "== the other Slurm releases (${others[*]})"
-  bash scripts/cluster/release-matrix.sh "${others[@]}" || matrix_rc=1
+if [ -n "$bg_matrix" ]; then
+  part "the other Slurm releases (${others[*]}, beside)"
+  wait "$bg_matrix" || matrix_rc=1
+  cat /tmp/mn-matrix.log
 fi
 
+part ""
+echo
+echo "== time taken (this run: $(($(date +%s) - t_all)) s)"
+printf '%s' "$times"
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ $matrix_rc -eq 0 ]

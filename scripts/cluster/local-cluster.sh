@@ -99,7 +99,9 @@ EOF
     [ -f "$MN_PLUGSTACK" ] || die "MN_PLUGSTACK=$MN_PLUGSTACK: no such file"
     echo "include $MN_PLUGSTACK" >"$DIR/plugstack.conf"
   else
-    grep -qF "$PLUGIN" "$DIR/plugstack.conf" 2>/dev/null || write_plugstack required
+    # The plugin's path as the line's own word: /x/main/... is inside /y/x/main/...
+    awk -v p="$PLUGIN" '$2 == p {found = 1} END {exit !found}' "$DIR/plugstack.conf" 2>/dev/null ||
+      write_plugstack required
   fi
   # One hosts file per node: its own name on 127.0.1.1 (when asked), the
   # others on their real addresses, as on a Debian cluster. The submit host

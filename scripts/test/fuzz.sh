@@ -22,7 +22,8 @@ if [ "${1:-}" = --long ]; then
   minutes=${2:?usage: scripts/test/fuzz.sh --long MINUTES [TARGET...]}
   shift 2
 fi
-all=(hostlist tasks_per_node options step sysfs wire handshake nccl_info hwloc_xml)
+# Every target Makefile.am builds (FUZZ_TARGETS), so a new one is never left out.
+mapfile -t all < <(awk '/^FUZZ_TARGETS \+?= / {on = 1} on {for (i = 1; i <= NF; i++) if ($i ~ /^tests\/fuzz\/fuzz_/) {sub(/^tests\/fuzz\/fuzz_/, "", $i); print $i}; on = /\\$/}' Makefile.am)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 

@@ -7,13 +7,17 @@
 #      loaded into slurmstepd (the ASan runtime preloaded into slurmd, see
 #      MN_SLURMD_PRELOAD in scripts/cluster/local-cluster.sh) and into srun, and the
 #      sanitized mn-preflight; any sanitizer report file fails the run.
-#   scripts/test/test-sanitizers.sh [--unit-only]
+#   scripts/test/test-sanitizers.sh [--unit-only | --integration-only]
+# (scripts/test.sh runs the two halves apart: the build and step 1 beside the
+# plain integration tests, step 2 when the cluster is free.)
 # The last line is "sanitizers: N passed, M failed" (tests, as test.sh counts).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)
 unit_only=0
+integration_only=0
 [ "${1:-}" = --unit-only ] && unit_only=1
+[ "${1:-}" = --integration-only ] && integration_only=1
 build=$top/build-asan
 source scripts/test/build-copy.sh
 passed=0
@@ -27,36 +31,38 @@ if ! make -s -C "$build" -j2 >"$build/make.out" 2>&1; then
   exit 1
 fi
 
-echo "== sanitizers: unit tests and fuzz corpora (make check)"
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
-export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp
-make -s -C "$build" -j2 check >"$build/check.out" 2>&1
-check_rc=$?
-for log in "$build"/tests/unit/*/test_*.log; do
-  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
-  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
-  echo "asan $(basename "$log" .log): ${p:-0} passed, ${f:-0} failed"
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-0}))
-  # A sanitizer report ends the program: no CMocka summary at all.
-  grep -q 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" &&
-    { failed=$((failed + 1)); grep -A25 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" | head -40; }
-done
-for log in "$build"/tests/fuzz/fuzz_*.log; do
-  [ -f "$log" ] || continue
-  if grep -q 'every property held' "$log" && ! grep -q 'ERROR: \|runtime error:' "$log"; then
-    passed=$((passed + 1))
-    echo "asan $(basename "$log" .log): $(grep -o '[0-9]* inputs replayed' "$log")"
-  else
-    failed=$((failed + 1))
-    echo "asan $(basename "$log" .log): FAILED"
-    grep -B2 -A25 'fuzz property failed\|ERROR: \|runtime error:' "$log" | head -40
+if [ $integration_only = 0 ]; then
+  echo "== sanitizers: unit tests and fuzz corpora (make check)"
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1
+  export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp
+  make -s -C "$build" -j2 check >"$build/check.out" 2>&1
+  check_rc=$?
+  for log in "$build"/tests/unit/*/test_*.log; do
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
+    echo "asan $(basename "$log" .log): ${p:-0} passed, ${f:-0} failed"
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    # A sanitizer report ends the program: no CMocka summary at all.
+    grep -q 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" &&
+      { failed=$((failed + 1)); grep -A25 'ERROR: AddressSanitizer\|runtime error:\|ERROR: LeakSanitizer' "$log" | head -40; }
+  done
+  for log in "$build"/tests/fuzz/fuzz_*.log; do
+    [ -f "$log" ] || continue
+    if grep -q 'every property held' "$log" && ! grep -q 'ERROR: \|runtime error:' "$log"; then
+      passed=$((passed + 1))
+      echo "asan $(basename "$log" .log): $(grep -o '[0-9]* inputs replayed' "$log")"
+    else
+      failed=$((failed + 1))
+      echo "asan $(basename "$log" .log): FAILED"
+      grep -B2 -A25 'fuzz property failed\|ERROR: \|runtime error:' "$log" | head -40
+    fi
+  done
+  if [ $check_rc -ne 0 ]; then
+    grep -E '^(FAIL|ERROR):' "$build/check.out" | head
+    [ $failed -gt 0 ] || failed=$((failed + 1))
   fi
-done
-if [ $check_rc -ne 0 ]; then
-  grep -E '^(FAIL|ERROR):' "$build/check.out" | head
-  [ $failed -gt 0 ] || failed=$((failed + 1))
 fi
 
 if [ $unit_only = 0 ]; then
@@ -82,8 +88,17 @@ if [ $unit_only = 0 ]; then
   start=$(date +%s)
   exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
   flock 9
-  trap 'bash "$build/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
-  if MN_SLURMD_PRELOAD=$asan_rt bash "$build/scripts/cluster/local-cluster.sh" start; then
+  trap 'bash "$build/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1; kill "$watch_pid" 2>/dev/null' EXIT
+  # Children of slurmstepd stuck in the runtime's own fork deadlock are
+  # killed and their command re-run (scripts/test/asan-fork-watch.sh says why).
+  export MN_FORK_DEADLOCKS=$reports/fork-deadlocks
+  : >"$MN_FORK_DEADLOCKS"
+  bash scripts/test/asan-fork-watch.sh "$MN_FORK_DEADLOCKS" &
+  watch_pid=$!
+  # Exported: a test that restarts the cluster (test_gpus' task/cgroup)
+  # starts it with the runtime too.
+  export MN_SLURMD_PRELOAD=$asan_rt
+  if bash "$build/scripts/cluster/local-cluster.sh" start; then
     # What this run claims: the task's parent, slurmstepd, holds the ASan
     # runtime and this build's plugin.
     maps=$(SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf PATH=$wrap:$PATH timeout 60 srun -N1 -n1 --mn-nccl \
@@ -97,11 +112,12 @@ if [ $unit_only = 0 ]; then
       failed=$((failed + 1))
     fi
     for t in "$build"/tests/integration/test_*.sh; do
+      t0=$(date +%s)
       PATH=$wrap:$PATH bash "$t" >"$reports/it.log" 2>&1
       p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$reports/it.log")
       f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$reports/it.log")
       [ -n "$p" ] || { echo "$(basename "$t"): no summary line"; tail -5 "$reports/it.log"; f=1; p=0; }
-      echo "asan $(basename "$t" .sh): $p passed, $f failed"
+      echo "asan $(basename "$t" .sh): $p passed, $f failed ($(($(date +%s) - t0)) s)"
       grep '^not ok' -A6 "$reports/it.log" | head -40
       passed=$((passed + p))
       failed=$((failed + f))
@@ -111,8 +127,13 @@ if [ $unit_only = 0 ]; then
     failed=$((failed + 1))
   fi
   bash "$build/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1
+  kill "$watch_pid" 2>/dev/null
   trap - EXIT
   exec 9>&-
+  if [ -s "$MN_FORK_DEADLOCKS" ]; then
+    echo "sanitizers: the ASan runtime's fork deadlock, $(wc -l <"$MN_FORK_DEADLOCKS") time(s) (commands re-run):"
+    sed 's/^/    /' "$MN_FORK_DEADLOCKS"
+  fi
   found=$(ls "$reports"/asan.* "$reports"/ubsan.* 2>/dev/null)
   if [ -n "$found" ]; then
     echo "sanitizers: $(wc -l <<<"$found") sanitizer report(s) from the cluster run:"
