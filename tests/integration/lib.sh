@@ -26,18 +26,31 @@ fail() {
 # run CMD...: runs with a time limit; stdout+stderr in $OUT/last, rc in $RC.
 # Under the sanitizer run, a command during which a child of slurmstepd
 # hung in the ASan runtime's fork deadlock (scripts/test/asan-fork-watch.sh
-# killed it; not this project's code) runs once more.
+# killed it; not this project's code) runs again, up to 3 times in all.
 run() {
-  local before=0
-  [ -n "${MN_FORK_DEADLOCKS:-}" ] && before=$(wc -l <"$MN_FORK_DEADLOCKS" 2>/dev/null || echo 0)
+  local before
+  before=$(fork_deadlocks)
+  local tries=1
   timeout 120 "$@" >"$OUT/last" 2>&1
   RC=$?
-  if [ -n "${MN_FORK_DEADLOCKS:-}" ] && [ "$(wc -l <"$MN_FORK_DEADLOCKS" 2>/dev/null || echo 0)" -gt "$before" ]; then
-    echo "    (the ASan runtime's fork deadlock hit this command: run again)" >&2
+  while [ $tries -lt 3 ] && fork_deadlock_since "$before"; do
+    before=$(fork_deadlocks)
+    tries=$((tries + 1))
     timeout 120 "$@" >"$OUT/last" 2>&1
     RC=$?
-  fi
+  done
   no_drained_node "$@"
+}
+
+# How many fork deadlocks the watcher has killed so far (0 outside the
+# sanitizer run), and whether one came since BEFORE (then saying so).
+fork_deadlocks() {
+  [ -n "${MN_FORK_DEADLOCKS:-}" ] || { echo 0; return; }
+  wc -l <"$MN_FORK_DEADLOCKS" 2>/dev/null || echo 0
+}
+fork_deadlock_since() {
+  [ "$(fork_deadlocks)" -gt "$1" ] || return 1
+  echo "    (the ASan runtime's fork deadlock hit this command: run again)" >&2
 }
 
 # A node that a command left drained fails that command's test here, and is
