@@ -39,7 +39,7 @@ bash scripts/build.sh || exit 1
 passed=0
 failed=0
 part "unit tests (CMocka)"
-make -s check >/tmp/mn-unit.log 2>&1
+make -s -j"$(nproc)" check >/tmp/mn-unit.log 2>&1
 unit_rc=$?
 for log in tests/unit/*/test_*.log; do
   sed -n '/^\[==========\] .* test(s) run\./,$p' "$log" | grep -E 'PASSED|FAILED' | sed "s|^|$(basename "$log" .log): |"

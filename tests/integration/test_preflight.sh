@@ -68,6 +68,27 @@ t_slow_node() {
   pass "$name (verdict in ${verdict_s} s)"
 }
 
+# The same on a machine kept busy on purpose (two busy loops beside the
+# cluster, as on a shared CI machine or login node): noise must not name a
+# healthy node, and the slow one is named on a confirming retest.
+t_slow_node_busy_machine() {
+  local name="node1's link slowed, two CPU hogs beside the cluster: node1 named on a confirming retest, nobody else"
+  local hogs=() h
+  for h in 1 2; do
+    (while :; do :; done) &
+    hogs+=($!)
+  done
+  tc qdisc add dev mnv1 root tbf rate 50mbit burst 32kbit latency 100ms
+  ip netns exec node1 tc qdisc add dev eth0 root tbf rate 50mbit burst 32kbit latency 100ms
+  run srun -N3 --ntasks-per-node=1 --mn-nccl "$PF"
+  slow_off
+  kill "${hogs[@]}" 2>/dev/null
+  wait "${hogs[@]}" 2>/dev/null
+  [ $RC -eq 1 ] && row node1 | grep -q 'slow: .*confirmed by' && row node0 | grep -q ' ok$' &&
+    row node2 | grep -q ' ok$' && ! has '^problem: node[02]' || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
 t_odd_mtu() {
   local name="node2's eth0 at MTU 1400: FAIL, node2 named as differing from the majority"
   ip netns exec node2 ip link set eth0 mtu 1400
