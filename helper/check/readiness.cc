@@ -13,6 +13,7 @@
 #include <new>
 
 #include "helper/check/step.h"
+#include "lib/check/gpu_claims.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -47,10 +48,30 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
     return "";
 }
 
+// Ranks of one host that open one GPU: each such node named, the check
+// stopped before NCCL would refuse it deep in its init.
+bool gpus_unshared(const Step& st, Lead& l) {
+    std::vector<GpuClaim> claims;
+    for (uint32_t r = 0; r < st.self.world; ++r) {
+        const msg::Hello& h = l.members[r].hello;
+        // The label tells hosts apart as NCCL does: emulated nodes have
+        // their own (and their own NCCL_HOSTID) on one machine.
+        if (h.gpu_ok) claims.push_back({r, h.label, h.label, h.lane_gpus});
+    }
+    const auto shared = shared_gpus(claims);
+    for (const auto& s : shared) {
+        for (auto& n : l.rep.nodes)
+            if (std::find(n.ranks.begin(), n.ranks.end(), s.ranks.front()) != n.ranks.end()) n.problems.push_back(s.text());
+    }
+    if (!shared.empty()) l.rep.coll.error = "ranks share a GPU (" + shared.front().text() + ")";
+    return shared.empty();
+}
+
 // The path, sizes and pair rounds: rank 0 decides them from the hellos.
 bool choose_path(const Step& st, Lead& l) {
     const Self& self = st.self;
     PreflightReport& rep = l.rep;
+    if (!gpus_unshared(st, l)) return false;
     std::vector<std::string> no_gpu;
     for (uint32_t r = 0; r < self.world; ++r)
         if (!l.members[r].hello.gpu_ok)

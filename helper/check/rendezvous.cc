@@ -15,6 +15,7 @@
 #include <set>
 
 #include "helper/check/step.h"
+#include "lib/check/gpu_claims.h"
 #include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/netprobe.h"
@@ -143,10 +144,18 @@ bool prepare_self(Step& st) {
         setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
         st.ga = gpu::probe();
     }
+    if (st.ga.ok && st.self.task_mode) {
+        // The GPU the program opens (set_device(LOCAL_RANK)); a rank whose
+        // LOCAL_RANK is past its list has no GPU path, and says why.
+        auto own = task_gpu(st.self.local_rank, st.ga.devices, env_or("CUDA_VISIBLE_DEVICES"));
+        if (own) st.devices.push_back(*own);
+        else {
+            st.ga.ok = false;
+            st.ga.why = own.problem().text();
+        }
+    }
     if (st.ga.ok) {
-        if (st.self.task_mode)
-            st.devices.push_back(static_cast<int>(st.self.local_rank % static_cast<uint32_t>(st.ga.devices)));
-        else
+        if (!st.self.task_mode)
             for (int i = 0; i < st.ga.devices; ++i) st.devices.push_back(i);
         // Opening GPUs takes a while: start now, beside the rendezvous;
         // readiness collects it.

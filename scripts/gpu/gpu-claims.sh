@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On a device-tool GPU machine: mn-preflight opens, in each rank, the GPU
+# the program would (task mode: CUDA's device LOCAL_RANK) and names a rank
+# whose GPU is unreachable or shared (issue 19), under the real Slurm of
+# scripts/cluster/gpu-cluster.sh, on one GPU:
+#   unreachable  2 tasks, --gres=gpu:1, Slurm's own variables
+#                (MN_NCCL_GPUS=slurm): rank 1's LOCAL_RANK 1 is past its
+#                one GPU, as torch.cuda.set_device(1) would be
+#   shared       the same with LOCAL_RANK=0 in both: one GPU, two ranks
+#   alone        1 task: PASS (the control)
+#   run: bash scripts/gpu/gpu-claims.sh   carry: .device spank/.libs helper/mn-preflight
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+TOP=$(pwd)
+R=${OUT:-/tmp/mn-gpu-claims}
+mkdir -p "$R"
+exec > >(tee "$R/claims.txt") 2>&1
+B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
+export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=$B/usr/bin:$B/usr/sbin:$PATH
+export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
+PF=$TOP/helper/mn-preflight
+nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+[ -f "$nccl" ] && export MN_PREFLIGHT_NCCL=$nccl
+bash scripts/cluster/gpu-cluster.sh start || exit 1
+trap 'bash scripts/cluster/gpu-cluster.sh stop' EXIT
+
+section() {
+  local name=$1
+  shift
+  echo "== $name"
+  timeout 120 "$@" >"$R/$name.txt" 2>&1
+  echo "   exit $?"
+  grep -E '^(host|n0|n1|problem|PASS|FAIL)|no GPU path|share a GPU' "$R/$name.txt" | head -10 | sed 's/^/   /'
+}
+
+section unreachable env MN_NCCL_GPUS=slurm srun -w n0 -N1 -n2 --gres=gpu:1 --mn-nccl=auto "$PF" --timeout 60
+section shared env MN_NCCL_GPUS=slurm srun -w n0 -N1 -n2 --gres=gpu:1 --mn-nccl=auto bash -c "LOCAL_RANK=0 exec $PF --timeout 60"
+section alone srun -w n0 -N1 -n1 --gres=gpu:1 --mn-nccl=auto "$PF" --timeout 60
