@@ -38,6 +38,23 @@ bash scripts/build.sh || exit 1
 
 passed=0
 failed=0
+# The sanitizer run (every test under ASan + UBSan), the fuzz targets and the
+# other releases: host only, not in the release roots (--here).
+# MN_SANITIZERS=0 skips the first two, MN_RELEASE_MATRIX=0 the third.
+sanitizers=0
+matrix=0
+[ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ] && sanitizers=1
+[ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ] && matrix=1
+
+# tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
+tally() {
+  local p f
+  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
+  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
+  [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
 part "unit tests (CMocka)"
 make -s -j"$(nproc)" check >/tmp/mn-unit.log 2>&1
 unit_rc=$?
@@ -118,23 +135,6 @@ if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   failed=$((failed + f))
 fi
 
-# The sanitizer run (every test under ASan + UBSan), the fuzz targets and the
-# other releases: host only, not in the release roots (--here).
-# MN_SANITIZERS=0 skips the first two, MN_RELEASE_MATRIX=0 the third.
-sanitizers=0
-matrix=0
-[ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ] && sanitizers=1
-[ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ] && matrix=1
-
-# tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
-tally() {
-  local p f
-  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
-  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
-  [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
-  passed=$((passed + p))
-  failed=$((failed + f))
-}
 if [ -n "$bg_san" ]; then
   part "scripts/test/test-sanitizers.sh (ASan + UBSan build: unit tests, corpora; built beside)"
   # The build and its make check ran beside the tests above; the fuzz
