@@ -23,6 +23,10 @@
 # MN_CLUSTER_CGROUP=devices: task/cgroup with ConstrainDevices=yes (device
 # cgroups on the fake GPUs, cgroup v1 only: see cgroup_devices_usable).
 set -euo pipefail
+# The callers hold /tmp/mn-cluster.lock (and release-matrix its root's lock)
+# on fds 9 and 8: daemons started here must not inherit them, or a caller
+# killed before its stop leaves the lock held by munged for good.
+exec 8>&- 9>&-
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
