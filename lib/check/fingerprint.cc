@@ -146,7 +146,11 @@ NetPlugin net_plugin_from_log(const std::string& nccl_log) {
     }
     // NCCL's own networks are IB and Socket; any other network in use is a plugin's.
     if (p.name.empty() && !using_net.empty() && using_net != "IB" && using_net != "Socket") p.name = using_net;
-    if (!p.path.empty() && p.name.empty()) p.name = p.path.substr(p.path.find_last_of('/') + 1);
+    // A library named but no plugin name said: the library's file names it.
+    if (!p.path.empty() && p.name.empty()) {
+        p.name = p.path.substr(p.path.find_last_of('/') + 1);
+        if (p.name.empty()) p.name = p.path;
+    }
     p.known = !p.name.empty() || none_said || !using_net.empty();
     return p;
 }

@@ -78,6 +78,9 @@ static void net_plugin_read_from_nccl_log(void**) {
     assert_true(p.none());
     p = net_plugin_from_log("g:1:1 [0] NCCL INFO Using network Socket\n");
     assert_true(p.none());
+    p = net_plugin_from_log("NCCL INFO Successfully loaded external network plugin /opt/x/\n");
+    assert_true(p.known);  // a library said, whatever its name (fuzz_fingerprint found this)
+    assert_str(p.name, "/opt/x/");
     assert_false(net_plugin_from_log("").known);  // no NCCL log: not known, never compared
     assert_false(net_plugin_from_log("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n").known);
 }
