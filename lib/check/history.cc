@@ -1,0 +1,657 @@
+#include "lib/check/history.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include "lib/check/fingerprint.h"
+#include "lib/util/json.h"
+#include "lib/util/text.h"
+
+namespace mn {
+
+// ---- Kinds ------------------------------------------------------------------
+
+const std::vector<std::string>& verdict_kinds() {
+    static const std::vector<std::string> k = {"ok", "slow", "fault", "fabric", "fingerprint", "timeout", "waited"};
+    return k;
+}
+
+bool is_failure(const std::string& kind) { return kind != "ok" && kind != "waited" && kind != "warning"; }
+
+namespace {
+
+bool starts(const std::string& s, const std::string& head) { return s.compare(0, head.size(), head) == 0; }
+
+}  // namespace
+
+std::string verdict_kind(const std::string& verdict, bool timed_out) {
+    if (verdict == "ok") return "ok";
+    if (starts(verdict, "warning: ")) return "warning";
+    if (starts(verdict, "waited on")) return "waited";
+    if (timed_out) return "timeout";
+    // judge(): fabric consistency, and RDMA that NCCL did not use.
+    if (starts(verdict, "fabric differs") || (starts(verdict, "has ") && verdict.find(" but NCCL used ") != std::string::npos))
+        return "fabric";
+    if (starts(verdict, kFingerprintTag)) return "fingerprint";
+    if (starts(verdict, "slow")) return "slow";
+    return "fault";
+}
+
+bool HistoryRecord::operator==(const HistoryRecord& o) const {
+    return v == o.v && job == o.job && step == o.step && time == o.time && node == o.node && verdict == o.verdict &&
+           kind == o.kind && findings == o.findings && busbw_gbps == o.busbw_gbps &&
+           pair_busbw_gbps == o.pair_busbw_gbps && findings_dropped == o.findings_dropped && truncated == o.truncated;
+}
+
+// ---- Writing a line ---------------------------------------------------------
+
+std::string json_number(double v) {
+    // Whole numbers as integers (unix seconds, byte counts); else the
+    // shortest text that reads back as the same double.
+    char buf[40];
+    if (v == std::floor(v) && std::fabs(v) < 1e15) {
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+        return buf;
+    }
+    for (int p = 1; p <= 17; ++p) {
+        std::snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+}
+
+namespace {
+
+std::string build_line(const HistoryRecord& r) {
+    std::string out = "{\"v\":" + std::to_string(r.v) + ",\"job\":" + json_string(r.job) +
+                      ",\"step\":" + json_string(r.step) + ",\"time\":" + std::to_string(r.time) +
+                      ",\"node\":" + json_string(r.node) + ",\"verdict\":" + json_string(r.verdict) +
+                      ",\"kind\":" + json_string(r.kind) + ",\"findings\":[";
+    for (std::size_t i = 0; i < r.findings.size(); ++i) out += (i ? "," : "") + json_string(r.findings[i]);
+    out += "]";
+    if (r.busbw_gbps && std::isfinite(*r.busbw_gbps)) out += ",\"busbw_gbps\":" + json_number(*r.busbw_gbps);
+    if (r.pair_busbw_gbps && std::isfinite(*r.pair_busbw_gbps))
+        out += ",\"pair_busbw_gbps\":" + json_number(*r.pair_busbw_gbps);
+    if (r.findings_dropped) out += ",\"findings_dropped\":" + std::to_string(r.findings_dropped);
+    if (r.truncated) out += ",\"truncated\":true";
+    return out + "}\n";
+}
+
+// s cut to at most `max` bytes, never inside a UTF-8 sequence, "..." added.
+bool shorten(std::string& s, std::size_t max) {
+    if (s.size() <= max) return false;
+    std::size_t cut = max > 3 ? max - 3 : 0;
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+    return true;
+}
+
+}  // namespace
+
+std::string format_history_line(HistoryRecord r) {
+    std::string line = build_line(r);
+    if (line.size() <= kHistoryLineMax) return line;
+    // Long findings first, then the last findings, then every text.
+    for (auto& f : r.findings) r.truncated |= shorten(f, 512);
+    line = build_line(r);
+    while (line.size() > kHistoryLineMax && !r.findings.empty()) {
+        r.findings.pop_back();
+        ++r.findings_dropped;
+        r.truncated = true;
+        line = build_line(r);
+    }
+    for (std::size_t max = 1024; line.size() > kHistoryLineMax && max >= 8; max /= 2) {
+        for (std::string* s : {&r.verdict, &r.node, &r.job, &r.step, &r.kind}) r.truncated |= shorten(*s, max);
+        line = build_line(r);
+    }
+    return line;
+}
+
+// ---- Reading a line: a small strict JSON reader -----------------------------
+
+namespace {
+
+struct JsonValue {
+    enum Type { Null, Bool, Number, String, Array } type = Null;
+    bool boolean = false;
+    std::string text;  // String: decoded; Number: as written
+    std::vector<JsonValue> items;
+};
+
+class JsonLine {
+public:
+    explicit JsonLine(const std::string& s) : s_(s) {}
+    // The object's members in order; false with error() on anything else.
+    bool object(std::vector<std::pair<std::string, JsonValue>>& out);
+    const std::string& error() const { return err_; }
+
+private:
+    bool fail(const std::string& why) {
+        if (err_.empty()) err_ = why + " at byte " + std::to_string(i_ + 1);
+        return false;
+    }
+    void ws() {
+        while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+    }
+    bool eat(char c) {
+        ws();
+        if (i_ < s_.size() && s_[i_] == c) {
+            ++i_;
+            return true;
+        }
+        return false;
+    }
+    bool value(JsonValue& v, bool in_array);
+    bool string(std::string& out);
+    bool escape(std::string& out);
+    bool number(std::string& out);
+    bool hex4(unsigned& u);
+
+    const std::string& s_;
+    std::size_t i_ = 0;
+    std::string err_;
+};
+
+bool JsonLine::object(std::vector<std::pair<std::string, JsonValue>>& out) {
+    if (!eat('{')) return fail("not a JSON object");
+    if (!eat('}')) {
+        do {
+            ws();
+            std::string key;
+            if (!string(key)) return fail("a key is not a string");
+            if (!eat(':')) return fail("':' missing");
+            JsonValue v;
+            if (!value(v, false)) return false;
+            for (const auto& m : out)
+                if (m.first == key) return fail("\"" + key + "\" twice");
+            out.push_back({key, std::move(v)});
+        } while (eat(','));
+        if (!eat('}')) return fail("',' or '}' missing");
+    }
+    ws();
+    return i_ == s_.size() || fail("something after the object");
+}
+
+bool JsonLine::value(JsonValue& v, bool in_array) {
+    ws();
+    if (i_ >= s_.size()) return fail("a value missing");
+    const char c = s_[i_];
+    if (c == '"') {
+        v.type = JsonValue::String;
+        return string(v.text);
+    }
+    if (c == '[') {
+        if (in_array) return fail("an array in an array");
+        ++i_;
+        v.type = JsonValue::Array;
+        if (eat(']')) return true;
+        do {
+            v.items.emplace_back();
+            if (!value(v.items.back(), true)) return false;
+        } while (eat(','));
+        return eat(']') || fail("',' or ']' missing");
+    }
+    if (c == '{') return fail("an object inside the line's object");
+    for (const char* word : {"true", "false", "null"}) {
+        if (s_.compare(i_, std::strlen(word), word) == 0) {
+            i_ += std::strlen(word);
+            v.type = word[0] == 'n' ? JsonValue::Null : JsonValue::Bool;
+            v.boolean = word[0] == 't';
+            return true;
+        }
+    }
+    v.type = JsonValue::Number;
+    return number(v.text);
+}
+
+bool JsonLine::string(std::string& out) {
+    if (i_ >= s_.size() || s_[i_] != '"') return false;
+    for (++i_; i_ < s_.size(); ++i_) {
+        const unsigned char c = static_cast<unsigned char>(s_[i_]);
+        if (c == '"') {
+            ++i_;
+            return true;
+        }
+        if (c < 0x20) return fail("a control character in a string");
+        if (c == '\\') {
+            if (!escape(out)) return false;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return fail("a string without its end");
+}
+
+bool JsonLine::hex4(unsigned& u) {
+    if (i_ + 4 >= s_.size()) return fail("a \\u escape cut short");
+    u = 0;
+    for (int k = 1; k <= 4; ++k) {
+        const char h = s_[i_ + k];
+        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        if (d < 0) return fail("a bad \\u escape");
+        u = u * 16 + static_cast<unsigned>(d);
+    }
+    i_ += 4;
+    return true;
+}
+
+// After the backslash. \u0000-\u00ff give that byte back, as json_string()
+// writes every byte it escapes; above, UTF-8.
+bool JsonLine::escape(std::string& out) {
+    if (++i_ >= s_.size()) return fail("a string without its end");
+    const char e = s_[i_];
+    static const char kFrom[] = "\"\\/bfnrt", kTo[] = "\"\\/\b\f\n\r\t";
+    if (e != 'u') {
+        const char* plain = e ? std::strchr(kFrom, e) : nullptr;
+        if (!plain) return fail("a bad escape");
+        out += kTo[plain - kFrom];
+        return true;
+    }
+    unsigned u = 0;
+    if (!hex4(u)) return false;
+    if (u >= 0xD800 && u <= 0xDBFF) {  // a surrogate pair
+        unsigned lo = 0;
+        if (s_.compare(i_ + 1, 2, "\\u") != 0) return fail("a lone surrogate");
+        i_ += 2;
+        if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return fail("a lone surrogate");
+        u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+    } else if (u >= 0xDC00 && u <= 0xDFFF) {
+        return fail("a lone surrogate");
+    }
+    if (u < 0x100) {
+        out += static_cast<char>(u);
+    } else if (u < 0x800) {
+        out += static_cast<char>(0xC0 | u >> 6);
+        out += static_cast<char>(0x80 | (u & 0x3F));
+    } else if (u < 0x10000) {
+        out += static_cast<char>(0xE0 | u >> 12);
+        out += static_cast<char>(0x80 | (u >> 6 & 0x3F));
+        out += static_cast<char>(0x80 | (u & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | u >> 18);
+        out += static_cast<char>(0x80 | (u >> 12 & 0x3F));
+        out += static_cast<char>(0x80 | (u >> 6 & 0x3F));
+        out += static_cast<char>(0x80 | (u & 0x3F));
+    }
+    return true;
+}
+
+// JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+bool JsonLine::number(std::string& out) {
+    const std::size_t start = i_;
+    auto digits = [&] {
+        const std::size_t d = i_;
+        while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+        return i_ > d;
+    };
+    if (i_ < s_.size() && s_[i_] == '-') ++i_;
+    if (i_ < s_.size() && s_[i_] == '0') ++i_;
+    else if (!digits()) return fail("not a JSON value");
+    if (i_ < s_.size() && s_[i_] == '.' && (++i_, !digits())) return fail("a bad number");
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+        ++i_;
+        if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+        if (!digits()) return fail("a bad number");
+    }
+    out = s_.substr(start, i_ - start);
+    return true;
+}
+
+std::optional<int64_t> as_integer(const JsonValue& v) {
+    if (v.type != JsonValue::Number || v.text.find_first_of(".eE") != std::string::npos || v.text.size() > 19)
+        return std::nullopt;
+    errno = 0;
+    const long long n = std::strtoll(v.text.c_str(), nullptr, 10);
+    if (errno == ERANGE) return std::nullopt;
+    return static_cast<int64_t>(n);
+}
+
+std::optional<double> as_double(const JsonValue& v) {
+    if (v.type != JsonValue::Number) return std::nullopt;
+    const double d = std::strtod(v.text.c_str(), nullptr);
+    if (!std::isfinite(d)) return std::nullopt;
+    return d;
+}
+
+}  // namespace
+
+Outcome<HistoryRecord> parse_history_line(const std::string& line, bool* newer_version) {
+    if (newer_version) *newer_version = false;
+    std::vector<std::pair<std::string, JsonValue>> members;
+    JsonLine reader(line);
+    if (!reader.object(members)) return Problem{"not a history line: " + reader.error(), ""};
+    HistoryRecord r;
+    bool has_v = false, has_time = false, has_node = false, has_verdict = false, has_kind = false;
+    auto bad = [](const std::string& key, const std::string& want) {
+        return Problem{"\"" + key + "\" is not " + want, ""};
+    };
+    for (const auto& [key, v] : members) {
+        if (key == "v") {
+            const auto n = as_integer(v);
+            if (!n || *n < 1) return bad(key, "a format version");
+            if (*n > 1) {
+                if (newer_version) *newer_version = true;
+                return Problem{"written by a newer mn-preflight (format " + std::to_string(*n) + ")",
+                               "read it with that mn-preflight"};
+            }
+            has_v = true;
+        } else if (key == "job" || key == "step") {
+            if (v.type != JsonValue::String && !as_integer(v)) return bad(key, "a string or an integer");
+            (key == "job" ? r.job : r.step) = v.text;
+        } else if (key == "time") {
+            const auto n = as_integer(v);
+            if (!n || *n < 0) return bad(key, "unix seconds");
+            r.time = *n;
+            has_time = true;
+        } else if (key == "node" || key == "verdict" || key == "kind") {
+            if (v.type != JsonValue::String || (key != "verdict" && v.text.empty())) return bad(key, "a name");
+            (key == "node" ? r.node : key == "kind" ? r.kind : r.verdict) = v.text;
+            (key == "node" ? has_node : key == "kind" ? has_kind : has_verdict) = true;
+        } else if (key == "findings") {
+            if (v.type != JsonValue::Array) return bad(key, "an array of strings");
+            for (const auto& item : v.items) {
+                if (item.type != JsonValue::String) return bad(key, "an array of strings");
+                r.findings.push_back(item.text);
+            }
+        } else if (key == "busbw_gbps" || key == "pair_busbw_gbps") {
+            auto& field = key == "busbw_gbps" ? r.busbw_gbps : r.pair_busbw_gbps;
+            if (v.type == JsonValue::Null) continue;
+            field = as_double(v);
+            if (!field || *field < 0) return bad(key, "a bandwidth");
+        } else if (key == "findings_dropped") {
+            const auto n = as_integer(v);
+            if (!n || *n < 0 || *n > 1000000) return bad(key, "a count");
+            r.findings_dropped = static_cast<unsigned>(*n);
+        } else if (key == "truncated") {
+            if (v.type != JsonValue::Bool) return bad(key, "true or false");
+            r.truncated = v.boolean;
+        }
+        // Other keys: added later within format 1, skipped.
+    }
+    if (!has_v || !has_time || !has_node || !has_verdict || !has_kind)
+        return Problem{"not a history line: \"v\", \"time\", \"node\", \"verdict\" and \"kind\" are needed", ""};
+    return r;
+}
+
+// ---- Appending --------------------------------------------------------------
+
+namespace {
+
+std::string sys_error() { return std::strerror(errno); }
+
+// mkdir -p, each directory it makes 0755 whatever the umask.
+std::optional<Problem> make_dirs(const std::string& dir) {
+    const std::string fix = "make it (mode 0755) or name another history directory";
+    for (std::size_t at = 1; at <= dir.size(); ++at) {
+        if (at < dir.size() && dir[at] != '/') continue;
+        const std::string d = dir.substr(0, at);
+        if (mkdir(d.c_str(), 0755) == 0) {
+            chmod(d.c_str(), 0755);
+        } else if (errno != EEXIST) {
+            return Problem{"mn-preflight: cannot make the history directory " + d + ": " + sys_error(), fix};
+        }
+    }
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return Problem{"mn-preflight: the history directory " + dir + " is not a directory", fix};
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string history_file(const std::string& dir, const std::string& node) {
+    std::string name = node.empty() ? "unknown" : node;
+    for (char& c : name)
+        if (c == '/' || c == '\0') c = '_';
+    if (name[0] == '.') name[0] = '_';  // never ".", "..", or a hidden file
+    return dir + (!dir.empty() && dir.back() == '/' ? "" : "/") + name + ".jsonl";
+}
+
+Outcome<std::string> append_history(const std::string& dir, const HistoryRecord& r) {
+    if (auto p = make_dirs(dir)) return *p;
+    const std::string path = history_file(dir, r.node);
+    const std::string line = format_history_line(r);
+    const std::string fix = "let the job's user write " + dir + " (or name another history directory)";
+    // O_EXCL tells who made the file: only that process sets its mode.
+    int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) fchmod(fd, 0644);
+    else if (errno == EEXIST) fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Problem{"mn-preflight: cannot open the history file " + path + ": " + sys_error(), fix};
+    ssize_t n;
+    do n = write(fd, line.data(), line.size());  // the whole line in one write
+    while (n < 0 && errno == EINTR);
+    const std::string err = n < 0 ? sys_error() : "";
+    close(fd);
+    if (n < 0) return Problem{"mn-preflight: cannot append to the history file " + path + ": " + err, fix};
+    if (static_cast<std::size_t>(n) != line.size())
+        return Problem{"mn-preflight: the history file " + path + " took " + std::to_string(n) + " of " +
+                           std::to_string(line.size()) + " bytes (disk full?)",
+                       "free space in " + dir};
+    return path;
+}
+
+// ---- Reading and summarising ------------------------------------------------
+
+std::vector<HistoryRecord> parse_history_text(const std::string& file, const std::string& text,
+                                              std::vector<std::string>& warnings) {
+    constexpr unsigned kWarningsPerFile = 20;
+    std::vector<HistoryRecord> out;
+    unsigned skipped = 0, lineno = 0;
+    auto skip = [&](const std::string& why) {
+        if (++skipped <= kWarningsPerFile)
+            warnings.push_back(file + " line " + std::to_string(lineno) + ": " + why + "; skipped");
+    };
+    for (std::size_t at = 0; at < text.size();) {
+        const std::size_t nl = text.find('\n', at);
+        const std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+        at = nl == std::string::npos ? text.size() : nl + 1;
+        ++lineno;
+        if (line.empty()) continue;
+        if (nl == std::string::npos) {
+            skip("cut short (no newline at its end)");
+            continue;
+        }
+        if (line.size() > 16 * kHistoryLineMax) {
+            skip("longer than any history line");
+            continue;
+        }
+        const auto r = parse_history_line(line);
+        if (r) out.push_back(*r);
+        else skip(r.problem().what);
+    }
+    if (skipped > kWarningsPerFile)
+        warnings.push_back(file + ": " + std::to_string(skipped - kWarningsPerFile) + " more lines skipped");
+    return out;
+}
+
+std::vector<std::string> HistorySummary::drain_candidates() const {
+    std::vector<std::string> out;
+    for (const auto& h : nodes)
+        if (h.drain) out.push_back(h.node);
+    return out;
+}
+
+HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t since, unsigned k, unsigned n) {
+    HistorySummary s;
+    s.since = since;
+    s.k = std::max(1u, k);
+    s.n = std::max(s.k, n);
+    std::stable_sort(records.begin(), records.end(),
+                     [](const HistoryRecord& a, const HistoryRecord& b) { return a.time < b.time; });
+    std::map<std::string, std::vector<const HistoryRecord*>> by_node;
+    for (const auto& r : records)
+        if (r.time >= since) by_node[r.node].push_back(&r);
+    for (const auto& [node, recs] : by_node) {
+        NodeHistory h;
+        h.node = node;
+        h.checks = static_cast<unsigned>(recs.size());
+        for (std::size_t i = 0; i < recs.size(); ++i) {
+            const HistoryRecord& r = *recs[i];
+            const bool failed = is_failure(r.kind);
+            if (failed) {
+                ++h.failures;
+                ++h.failures_by_kind[r.kind];
+                h.last_failure_time = r.time;
+                h.last_failure = r.verdict;
+            }
+            if (i + s.n >= recs.size()) {
+                ++h.recent;
+                h.recent_failures += failed;
+            }
+        }
+        h.last_time = recs.back()->time;
+        h.last_kind = recs.back()->kind;
+        h.drain = h.recent_failures >= s.k;
+        s.nodes.push_back(std::move(h));
+    }
+    return s;
+}
+
+Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k, unsigned n) {
+    DIR* d = opendir(dir.c_str());
+    if (!d)
+        return Problem{"mn-preflight: cannot read the history directory " + dir + ": " + sys_error(),
+                       "name the directory the checks write (--history DIR)"};
+    std::vector<std::string> files;
+    while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.size() > 6 && name[0] != '.' && name.compare(name.size() - 6, 6, ".jsonl") == 0)
+            files.push_back(dir + (dir.back() == '/' ? "" : "/") + name);
+    }
+    closedir(d);
+    std::sort(files.begin(), files.end());
+    std::vector<HistoryRecord> records;
+    std::vector<std::string> warnings;
+    for (const auto& f : files) {
+        std::ifstream in(f, std::ios::binary);
+        if (!in) {
+            warnings.push_back(f + ": cannot be read (" + sys_error() + "); skipped");
+            continue;
+        }
+        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        for (auto& r : parse_history_text(f, text, warnings)) records.push_back(std::move(r));
+    }
+    HistorySummary s = summarise_records(std::move(records), since, k, n);
+    s.dir = dir;
+    s.warnings = std::move(warnings);
+    return s;
+}
+
+// ---- Rendering --------------------------------------------------------------
+
+namespace {
+
+std::string utc(int64_t t) {
+    const std::time_t tt = static_cast<std::time_t>(t);
+    std::tm tm {};
+    char buf[32];
+    if (!gmtime_r(&tt, &tm) || !std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return std::to_string(t);
+    return buf;
+}
+
+std::string by_kind(const NodeHistory& h) {
+    std::string out;
+    for (const auto& kind : verdict_kinds())
+        if (h.failures_by_kind.count(kind))
+            out += (out.empty() ? "" : ", ") + kind + " " + std::to_string(h.failures_by_kind.at(kind));
+    for (const auto& [kind, count] : h.failures_by_kind)  // kinds of a newer writer
+        if (std::find(verdict_kinds().begin(), verdict_kinds().end(), kind) == verdict_kinds().end())
+            out += (out.empty() ? "" : ", ") + kind + " " + std::to_string(count);
+    return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::string history_table(const HistorySummary& s) {
+    std::string out = "history of " + s.dir + " since " + utc(s.since) + ": " + std::to_string(s.nodes.size()) +
+                      (s.nodes.size() == 1 ? " node\n" : " nodes\n");
+    std::size_t hw = 4, kw = 7, lw = 10;
+    for (const auto& n : s.nodes) {
+        hw = std::max(hw, n.node.size());
+        kw = std::max(kw, by_kind(n).size());
+        lw = std::max(lw, utc(n.last_time).size() + 1 + n.last_kind.size());
+    }
+    if (!s.nodes.empty()) out += pad("node", hw) + pad("checks", 6) + pad("failed", 6) + pad("by kind", kw) +
+                                 pad("last check", lw) + "last failure\n";
+    for (const auto& n : s.nodes)
+        out += pad(n.node, hw) + pad(std::to_string(n.checks), 6) + pad(std::to_string(n.failures), 6) +
+               pad(by_kind(n), kw) + pad(utc(n.last_time) + " " + n.last_kind, lw) +
+               (n.last_failure_time ? utc(*n.last_failure_time) + " " + n.last_failure : "-") + "\n";
+    const auto drain = s.drain_candidates();
+    out += "drain candidates (failed " + std::to_string(s.k) + " or more of their last " + std::to_string(s.n) +
+           " checks): " + (drain.empty() ? "none" : join_list(drain, ' ')) + "\n";
+    for (const auto& w : s.warnings) out += "warning: " + w + "\n";
+    return out;
+}
+
+std::string history_json(const HistorySummary& s) {
+    std::string out = "{\"dir\":" + json_string(s.dir) + ",\"since\":" + std::to_string(s.since) +
+                      ",\"k\":" + std::to_string(s.k) + ",\"n\":" + std::to_string(s.n) + ",\"nodes\":[";
+    for (std::size_t i = 0; i < s.nodes.size(); ++i) {
+        const NodeHistory& h = s.nodes[i];
+        std::string kinds;
+        for (const auto& [kind, count] : h.failures_by_kind)
+            kinds += (kinds.empty() ? "" : ",") + json_string(kind) + ":" + std::to_string(count);
+        out += std::string(i ? "," : "") + "{\"node\":" + json_string(h.node) +
+               ",\"checks\":" + std::to_string(h.checks) + ",\"failures\":" + std::to_string(h.failures) +
+               ",\"failures_by_kind\":{" + kinds + "},\"last_time\":" + std::to_string(h.last_time) +
+               ",\"last_kind\":" + json_string(h.last_kind) + ",\"last_failure\":" +
+               (h.last_failure_time ? "{\"time\":" + std::to_string(*h.last_failure_time) +
+                                          ",\"verdict\":" + json_string(h.last_failure) + "}"
+                                    : std::string("null")) +
+               ",\"recent_checks\":" + std::to_string(h.recent) +
+               ",\"recent_failures\":" + std::to_string(h.recent_failures) +
+               ",\"drain\":" + (h.drain ? "true" : "false") + "}";
+    }
+    out += "],\"drain_candidates\":[";
+    const auto drain = s.drain_candidates();
+    for (std::size_t i = 0; i < drain.size(); ++i) out += (i ? "," : "") + json_string(drain[i]);
+    out += "],\"warnings\":[";
+    for (std::size_t i = 0; i < s.warnings.size(); ++i) out += (i ? "," : "") + json_string(s.warnings[i]);
+    return out + "]}\n";
+}
+
+// ---- --since ----------------------------------------------------------------
+
+Outcome<int64_t> parse_since(const std::string& text, int64_t now) {
+    const Problem bad{"mn-preflight: --since '" + text + "' is neither unix seconds nor a duration",
+                      "give unix seconds (1764000000) or a time back from now: 7d, 24h, 30m, 90s, 2w, 1d12h"};
+    if (text.empty() || text.size() > 32) return bad;
+    constexpr int64_t kMax = int64_t(100) * 366 * 86400;  // a century: far beyond any history
+    if (std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (text.size() > 12) return bad;
+        return static_cast<int64_t>(std::stoll(text));
+    }
+    int64_t total = 0;
+    for (std::size_t i = 0; i < text.size();) {
+        std::size_t j = i;
+        while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+        if (j == i || j == text.size() || j - i > 12) return bad;
+        const int64_t count = std::stoll(text.substr(i, j - i));
+        static const char kUnits[] = "smhdw";
+        static const int64_t kSeconds[] = {1, 60, 3600, 86400, 7 * 86400};
+        const char* unit = std::strchr(kUnits, text[j]);
+        if (!unit || text[j] == '\0') return bad;
+        const int64_t secs = kSeconds[unit - kUnits];
+        if (count > kMax / secs) return bad;
+        total += count * secs;
+        if (total > kMax) return bad;
+        i = j + 1;
+    }
+    return std::max<int64_t>(0, now - total);
+}
+
+}  // namespace mn

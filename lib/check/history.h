@@ -1,0 +1,104 @@
+// Verdicts remembered: one JSON line per node per check, appended to
+// DIR/NODE.jsonl, and read back as a summary per node (checks, failures by
+// kind, the last failure, the nodes to drain). The line's format and its
+// reader are pure; append_history() and summarise() are the only I/O.
+//   {"v":1,"job":"4242","step":"0","time":1764000000,"node":"node1",
+//    "verdict":"ok","kind":"ok","findings":[],"busbw_gbps":1.25,"pair_busbw_gbps":0.38}
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/util/outcome.h"
+
+namespace mn {
+
+// What a verdict was, for counting: ok, slow, fault, fabric, fingerprint,
+// timeout, waited ("waited" is no failure: the node only waited on another).
+const std::vector<std::string>& verdict_kinds();
+bool is_failure(const std::string& kind);
+// The kind of a node's verdict (or of one finding), from its first words
+// as judge() writes them: "ok", "waited on ...", "fabric differs ...",
+// "fingerprint: ...", "slow...", anything else a fault; a culprit of a
+// check that timed out is "timeout". A finding starting "warning: " is
+// "warning" (a kind of findings, never of verdicts).
+std::string verdict_kind(const std::string& verdict, bool timed_out);
+
+struct HistoryRecord {
+    int v = 1;
+    std::string job, step;
+    int64_t time = 0;  // unix seconds
+    std::string node;
+    std::string verdict;  // "ok" or what is wrong
+    std::string kind;     // one of verdict_kinds()
+    std::vector<std::string> findings;
+    std::optional<double> busbw_gbps, pair_busbw_gbps;
+    unsigned findings_dropped = 0;  // left out to keep the line short
+    bool truncated = false;         // findings dropped or a text shortened
+    bool operator==(const HistoryRecord& o) const;
+};
+
+// The shortest text that reads back as the same double ("0.3816", "1e+300").
+std::string json_number(double v);
+
+// Lines are at most this long, newline included: a write() of up to
+// PIPE_BUF bytes to an O_APPEND file is never interleaved with another's.
+constexpr std::size_t kHistoryLineMax = 4096;
+
+// The line, newline included, within kHistoryLineMax: findings dropped
+// from the end, then texts shortened, and the line says so
+// ("findings_dropped":N, "truncated":true).
+std::string format_history_line(HistoryRecord r);
+// A line (without its newline) back; a problem for anything but a JSON
+// object of our format. Unknown keys are skipped; "v" above 1 is a problem
+// that says so (newer_version is then set).
+Outcome<HistoryRecord> parse_history_line(const std::string& line, bool* newer_version = nullptr);
+
+// DIR/NODE.jsonl gets the line in one write() (O_APPEND, so concurrent
+// jobs never interleave); DIR (mode 0755) and the file (0644) are made if
+// missing. Returns the file's path.
+Outcome<std::string> append_history(const std::string& dir, const HistoryRecord& r);
+// The file a node's lines go to: NODE with '/' and leading dots replaced.
+std::string history_file(const std::string& dir, const std::string& node);
+
+struct NodeHistory {
+    std::string node;
+    unsigned checks = 0, failures = 0;
+    std::map<std::string, unsigned> failures_by_kind;
+    int64_t last_time = 0;
+    std::string last_kind;
+    std::optional<int64_t> last_failure_time;
+    std::string last_failure;  // its verdict
+    unsigned recent = 0, recent_failures = 0;  // of the last N checks
+    bool drain = false;  // failed in at least K of its last N checks
+};
+
+struct HistorySummary {
+    std::string dir;
+    int64_t since = 0;
+    unsigned k = 2, n = 3;
+    std::vector<NodeHistory> nodes;     // by name
+    std::vector<std::string> warnings;  // "DIR/node2.jsonl line 7: ...; skipped"
+    std::vector<std::string> drain_candidates() const;
+};
+
+// The records of one file's text; each unreadable, cut or newer line is a
+// warning naming `file` and the line number, never an error.
+std::vector<HistoryRecord> parse_history_text(const std::string& file, const std::string& text,
+                                              std::vector<std::string>& warnings);
+// The summary of records (any order) from `since` on.
+HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t since, unsigned k, unsigned n);
+// Reads every DIR/*.jsonl. A problem only when DIR cannot be read at all.
+Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k = 2, unsigned n = 3);
+
+std::string history_table(const HistorySummary& s);
+std::string history_json(const HistorySummary& s);
+
+// --since: unix seconds ("1764000000") or a duration back from `now`
+// ("7d", "24h", "30m", "90s", "2w", "1d12h").
+Outcome<int64_t> parse_since(const std::string& text, int64_t now);
+
+}  // namespace mn

@@ -1,0 +1,371 @@
+// Verdicts remembered: the line and its strict reader, the summary and
+// its drain candidates, --since, and 20 processes appending at once.
+#include "lib/check/history.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+namespace {
+
+HistoryRecord record(const std::string& node, int64_t time, const std::string& kind, const std::string& verdict) {
+    HistoryRecord r;
+    r.job = "4242";
+    r.step = "0";
+    r.time = time;
+    r.node = node;
+    r.kind = kind;
+    r.verdict = verdict;
+    return r;
+}
+
+std::string temp_dir() {
+    char tmpl[] = "/tmp/mn-history-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    if (!d) fail_msg("mkdtemp");
+    return d;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+static void verdict_kinds_from_judges_words(void**) {
+    assert_str(verdict_kind("ok", false), "ok");
+    assert_str(verdict_kind("waited on node3", false), "waited");
+    assert_str(verdict_kind("waited on node3", true), "waited");
+    assert_str(verdict_kind("slow: its pairs run at 0.0052 GB/s at best, the others' median is 0.7580 GB/s", false),
+               "slow");
+    assert_str(verdict_kind("slow GPU GPU1 (0000:19:00.0): its pairs run at 10 GB/s", false), "slow");
+    assert_str(verdict_kind("fabric differs from the majority: MTU 1500 (others 9000)", false), "fabric");
+    assert_str(verdict_kind("has ib 400 Gb/s x8 but NCCL used NET/Socket between nodes: check NCCL_IB_HCA", false),
+               "fabric");
+    assert_str(verdict_kind("fingerprint: NCCL 2.21.5 (/opt/nccl/lib/libnccl.so.2), the others 2.28.9", false),
+               "fingerprint");
+    assert_str(verdict_kind("rank 3: GPU1 (0000:19:00.0): 2 uncorrectable ECC errors", false), "fault");
+    assert_str(verdict_kind("rank 5: never reported (the all-reduce)", true), "timeout");
+    assert_str(verdict_kind("warning: node1 GPU0: PCIe link at gen 4", false), "warning");
+    assert_false(is_failure("ok"));
+    assert_false(is_failure("waited"));
+    assert_false(is_failure("warning"));
+    assert_true(is_failure("slow") && is_failure("timeout") && is_failure("fingerprint"));
+}
+
+static void line_is_the_documented_json(void**) {
+    HistoryRecord r = record("node1", 1764000000, "slow", "slow: its pairs run at 0.0052 GB/s at best");
+    r.findings = {"slow: its pairs run at 0.0052 GB/s at best", "warning: node1 GPU0: \"PCIe\"\tgen 4"};
+    r.busbw_gbps = 1.25;
+    r.pair_busbw_gbps = 0.0052;
+    assert_str(format_history_line(r),
+               "{\"v\":1,\"job\":\"4242\",\"step\":\"0\",\"time\":1764000000,\"node\":\"node1\","
+               "\"verdict\":\"slow: its pairs run at 0.0052 GB/s at best\",\"kind\":\"slow\",\"findings\":["
+               "\"slow: its pairs run at 0.0052 GB/s at best\",\"warning: node1 GPU0: \\\"PCIe\\\"\\tgen 4\"],"
+               "\"busbw_gbps\":1.25,\"pair_busbw_gbps\":0.0052}\n");
+    r = record("node0", 1, "ok", "ok");
+    assert_str(format_history_line(r), "{\"v\":1,\"job\":\"4242\",\"step\":\"0\",\"time\":1,\"node\":\"node0\","
+                                       "\"verdict\":\"ok\",\"kind\":\"ok\",\"findings\":[]}\n");
+}
+
+static void lines_read_back_exactly(void**) {
+    HistoryRecord r = record("gpu-a[1]", 1764000123, "fault", "rank 3: caf\xc3\xa9 \x01 \\ / \"x\"\n");
+    r.findings = {"", "\xff\xfe raw bytes", "\xf0\x9f\x98\x80 emoji"};
+    r.busbw_gbps = 123.456789012345;
+    r.pair_busbw_gbps = 0;
+    const std::string line = format_history_line(r);
+    const auto back = parse_history_line(line.substr(0, line.size() - 1));
+    if (!back) fail_msg("%s", back.problem().text().c_str());
+    assert_true(*back == r);
+}
+
+static void long_findings_are_dropped_and_said_so(void**) {
+    HistoryRecord r = record("node7", 1764000000, "fault", "rank 9: " + std::string(3000, 'v'));
+    for (int i = 0; i < 40; ++i) r.findings.push_back("finding " + std::to_string(i) + ": " + std::string(300, 'f'));
+    r.findings.push_back(std::string(9000, '\x01'));  // escapes to six times its size
+    const std::string line = format_history_line(r);
+    assert_true(line.size() <= kHistoryLineMax);
+    assert_true(line.back() == '\n');
+    const auto back = parse_history_line(line.substr(0, line.size() - 1));
+    assert_true(back.ok());
+    assert_true(back->truncated);
+    assert_int_equal(back->findings_dropped + back->findings.size(), 41);
+    assert_true(back->findings_dropped > 0);
+    assert_str(back->findings[0].substr(0, 11), "finding 0: ");
+    assert_str(back->node, "node7");
+    assert_contains(line, "\"findings_dropped\":");
+    // Even a giant node name and verdict fit.
+    r = record(std::string(5000, 'n'), 1, "fault", std::string(20000, '"'));
+    const std::string giant = format_history_line(r);
+    assert_true(giant.size() <= kHistoryLineMax);
+    const auto g = parse_history_line(giant.substr(0, giant.size() - 1));
+    assert_true(g.ok() && g->truncated);
+}
+
+static void reader_takes_json_as_written_by_others(void**) {
+    const auto r = parse_history_line(
+        "  { \"v\" : 1 , \"job\":4242, \"step\":0, \"time\":5, \"node\":\"n\\u00e9\\ud83d\\ude00\", "
+        "\"verdict\":\"ok\", \"kind\":\"ok\", \"busbw_gbps\":null, \"pair_busbw_gbps\":1.5e-3, "
+        "\"future\":[1,true,null,\"x\"], \"later\":{} }  ");
+    // An object value of an unknown key is still refused: the format has none.
+    assert_false(r.ok());
+    const auto ok = parse_history_line(
+        "  { \"v\" : 1 , \"job\":4242, \"step\":0, \"time\":5, \"node\":\"n\\u00e9\\ud83d\\ude00\", "
+        "\"verdict\":\"ok\", \"kind\":\"ok\", \"busbw_gbps\":null, \"pair_busbw_gbps\":1.5e-3, "
+        "\"future\":[1,true,null,\"x\"] }  ");
+    if (!ok) fail_msg("%s", ok.problem().text().c_str());
+    assert_str(ok->job, "4242");
+    assert_str(ok->step, "0");
+    assert_str(ok->node, "n\xe9\xf0\x9f\x98\x80");  // \u00XX is that byte, as json_string writes it
+    assert_false(ok->busbw_gbps.has_value());
+    assert_true(ok->pair_busbw_gbps && *ok->pair_busbw_gbps == 1.5e-3);
+}
+
+static void reader_refuses_what_is_not_our_line(void**) {
+    const std::string head = "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",";
+    const char* bad[] = {
+        "",
+        "[]",
+        "{\"v\":1}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\"}",  // no verdict
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"} x",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"v\":1}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"o\x01k\"}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"\\x\"}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"\\ud800\"}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"\\u12\"}",
+        "{\"v\":1,\"time\":05,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":1,\"time\":5.5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":1,\"time\":-5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":1,\"time\":99999999999999999999,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":0,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":\"1\",\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":1,\"time\":5,\"node\":\"\",\"kind\":\"ok\",\"verdict\":\"ok\"}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"findings\":[1]}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"findings\":[[\"a\"]]}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"busbw_gbps\":1e999}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"busbw_gbps\":-1}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"busbw_gbps\":NaN}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"busbw_gbps\":1.}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"busbw_gbps\":.5}",
+        "{\"v\":1,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\",\"truncated\":1}",
+        "{'v':1}",
+    };
+    for (const char* line : bad)
+        if (parse_history_line(line).ok()) fail_msg("took: %s", line);
+    assert_true(parse_history_line(head + "\"verdict\":\"ok\"}").ok());
+    bool newer = false;
+    const auto v2 = parse_history_line("{\"v\":2,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}", &newer);
+    assert_false(v2.ok());
+    assert_true(newer);
+    assert_contains(v2.problem().what, "newer mn-preflight");
+}
+
+static void file_text_warns_with_file_and_line(void**) {
+    const std::string good = format_history_line(record("node1", 10, "ok", "ok"));
+    const std::string text = good + "garbage\n" + "\n" +
+                             "{\"v\":2,\"time\":5,\"node\":\"n\",\"kind\":\"ok\",\"verdict\":\"ok\"}\n" + good +
+                             good.substr(0, 30);
+    std::vector<std::string> warnings;
+    const auto recs = parse_history_text("/h/node1.jsonl", text, warnings);
+    assert_int_equal(recs.size(), 2);
+    assert_int_equal(warnings.size(), 3);
+    assert_contains(warnings[0], "/h/node1.jsonl line 2: not a history line");
+    assert_contains(warnings[1], "/h/node1.jsonl line 4: written by a newer mn-preflight (format 2)");
+    assert_contains(warnings[2], "/h/node1.jsonl line 6: cut short");
+    // A file of garbage: a few warnings and a count, never thousands.
+    warnings.clear();
+    std::string junk;
+    for (int i = 0; i < 500; ++i) junk += "x\n";
+    assert_true(parse_history_text("j.jsonl", junk, warnings).empty());
+    assert_int_equal(warnings.size(), 21);
+    assert_contains(warnings.back(), "j.jsonl: 480 more lines skipped");
+}
+
+static void summary_counts_and_names_drain_candidates(void**) {
+    std::vector<HistoryRecord> recs = {
+        // node1: failed 2 of its last 3 -> drain.
+        record("node1", 100, "ok", "ok"), record("node1", 200, "slow", "slow: a"),
+        record("node1", 300, "ok", "ok"), record("node1", 400, "fault", "rank 3: GPU1 gone"),
+        // node2: two old failures, then fine: 1 of its last 3.
+        record("node2", 100, "fault", "x"), record("node2", 200, "fault", "y"), record("node2", 300, "ok", "ok"),
+        record("node2", 400, "ok", "ok"),
+        // node3: only waited on others: never a failure.
+        record("node3", 200, "waited", "waited on node1"), record("node3", 400, "waited", "waited on node1"),
+        // node4: too old for --since.
+        record("node4", 10, "fault", "old"), record("node4", 20, "fault", "old"),
+    };
+    std::swap(recs[0], recs[3]);  // order in the files does not matter: time does
+    const HistorySummary s = summarise_records(recs, 50, 2, 3);
+    assert_int_equal(s.nodes.size(), 3);
+    const NodeHistory& n1 = s.nodes[0];
+    assert_str(n1.node, "node1");
+    assert_int_equal(n1.checks, 4);
+    assert_int_equal(n1.failures, 2);
+    assert_int_equal(n1.failures_by_kind.at("slow"), 1);
+    assert_int_equal(n1.failures_by_kind.at("fault"), 1);
+    assert_true(n1.last_failure_time && *n1.last_failure_time == 400);
+    assert_str(n1.last_failure, "rank 3: GPU1 gone");
+    assert_int_equal(n1.recent, 3);
+    assert_int_equal(n1.recent_failures, 2);
+    assert_true(n1.drain);
+    assert_int_equal(s.nodes[1].failures, 2);
+    assert_int_equal(s.nodes[1].recent_failures, 1);
+    assert_false(s.nodes[1].drain);
+    assert_int_equal(s.nodes[2].failures, 0);
+    assert_false(s.nodes[2].drain);
+    assert_true(s.drain_candidates().size() == 1 && s.drain_candidates()[0] == "node1");
+    // K=1 of N=1: the last check alone decides.
+    const std::vector<std::string> last_one = {"node1", "node4"};
+    assert_true(summarise_records(recs, 0, 1, 1).drain_candidates() == last_one);
+}
+
+static void table_and_json(void**) {
+    std::vector<HistoryRecord> recs = {record("node1", 1764000000, "slow", "slow: a"),
+                                       record("node1", 1764003600, "fault", "rank 3: \"GPU1\" gone"),
+                                       record("node2", 1764003600, "ok", "ok")};
+    HistorySummary s = summarise_records(recs, 0, 2, 3);
+    s.dir = "/var/lib/mn-preflight/history";
+    s.warnings = {"/var/lib/mn-preflight/history/node2.jsonl line 7: cut short; skipped"};
+    const std::string t = history_table(s);
+    assert_contains(t, "history of /var/lib/mn-preflight/history since 1970-01-01T00:00:00Z: 2 nodes\n");
+    assert_contains(t, "node  checks failed by kind         last check                 last failure\n");
+    assert_contains(t, "node1 2      2      slow 1, fault 1 2025-11-24T17:00:00Z fault 2025-11-24T17:00:00Z rank 3: \"GPU1\" gone\n");
+    assert_contains(t, "node2 1      0      -               2025-11-24T17:00:00Z ok    -\n");
+    assert_contains(t, "drain candidates (failed 2 or more of their last 3 checks): node1\n");
+    assert_contains(t, "warning: /var/lib/mn-preflight/history/node2.jsonl line 7: cut short; skipped\n");
+    const std::string j = history_json(s);
+    assert_contains(j, "{\"dir\":\"/var/lib/mn-preflight/history\",\"since\":0,\"k\":2,\"n\":3,\"nodes\":[");
+    assert_contains(j, "{\"node\":\"node1\",\"checks\":2,\"failures\":2,\"failures_by_kind\":{\"fault\":1,\"slow\":1},"
+                       "\"last_time\":1764003600,\"last_kind\":\"fault\",\"last_failure\":{\"time\":1764003600,"
+                       "\"verdict\":\"rank 3: \\\"GPU1\\\" gone\"},\"recent_checks\":2,\"recent_failures\":2,"
+                       "\"drain\":true}");
+    assert_contains(j, "\"last_failure\":null");
+    assert_contains(j, "\"drain_candidates\":[\"node1\"],\"warnings\":[\"/var/lib/mn-preflight/history/node2.jsonl");
+}
+
+static void since_takes_seconds_and_durations(void**) {
+    const int64_t now = 1764000000;
+    auto at = [&](const char* t) {
+        const auto r = parse_since(t, now);
+        if (!r) fail_msg("'%s': %s", t, r.problem().text().c_str());
+        return *r;
+    };
+    assert_int_equal(at("1763000000"), 1763000000);
+    assert_int_equal(at("0"), 0);
+    assert_int_equal(at("7d"), now - 7 * 86400);
+    assert_int_equal(at("24h"), now - 86400);
+    assert_int_equal(at("30m"), now - 1800);
+    assert_int_equal(at("90s"), now - 90);
+    assert_int_equal(at("2w"), now - 14 * 86400);
+    assert_int_equal(at("1d12h"), now - 36 * 3600);
+    assert_int_equal(at("36500d"), 0);  // before 1970: from the start
+    for (const char* bad : {"", "7x", "d", "-5", "7d-", "1.5h", "99999999999999d", " 7d", "7 d", "7D", "1e9",
+                            "9999999999999999999"}) {
+        const auto r = parse_since(bad, now);
+        if (r) fail_msg("'%s' parsed", bad);
+        assert_contains(r.problem().text(), "7d, 24h, 30m");
+    }
+}
+
+static void append_makes_dir_and_file_readable(void**) {
+    const std::string root = temp_dir();
+    const std::string dir = root + "/var/history";
+    const mode_t old = umask(077);  // a strict umask must not hide the history from admins
+    const auto path = append_history(dir, record("node1", 10, "ok", "ok"));
+    const auto again = append_history(dir, record("node1", 20, "slow", "slow: x"));
+    umask(old);
+    if (!path) fail_msg("%s", path.problem().text().c_str());
+    assert_true(again.ok());
+    assert_str(*path, dir + "/node1.jsonl");
+    struct stat st {};
+    assert_int_equal(stat(dir.c_str(), &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0755);
+    assert_int_equal(stat(path->c_str(), &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    const auto s = summarise(dir, 0);
+    assert_true(s.ok());
+    assert_int_equal(s->nodes.size(), 1);
+    assert_int_equal(s->nodes[0].checks, 2);
+    assert_true(s->warnings.empty());
+    assert_str(history_file(dir, "../x/y"), dir + "/_._x_y.jsonl");
+    // Errors are values naming the path.
+    const auto bad = append_history(*path + "/sub", record("n", 1, "ok", "ok"));
+    assert_false(bad.ok());
+    assert_contains(bad.problem().what, *path);
+    const auto none = summarise(root + "/nowhere", 0);
+    assert_false(none.ok());
+    assert_contains(none.problem().what, "nowhere");
+    assert_int_equal(system(("rm -rf " + root).c_str()), 0);
+}
+
+// 20 processes, 50 lines each, one file: every line whole, none lost.
+static void concurrent_appends_never_tear(void**) {
+    const std::string dir = temp_dir();
+    constexpr int kProcs = 20, kLines = 50;
+    std::vector<pid_t> pids;
+    for (int p = 0; p < kProcs; ++p) {
+        const pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            for (int i = 0; i < kLines; ++i) {
+                HistoryRecord r = record("node1", 1000 + i, "fault", "rank " + std::to_string(p) + ": fault");
+                r.job = std::to_string(p);
+                r.step = std::to_string(i);
+                // Lines near the limit, so that a torn write would show.
+                for (int k = 0; k < 12; ++k) r.findings.push_back(std::string(250, char('a' + (p + k) % 26)));
+                if (!append_history(dir, r)) _exit(1);
+            }
+            _exit(0);
+        }
+        pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    const std::string text = read_file(dir + "/node1.jsonl");
+    std::vector<std::string> warnings;
+    const auto recs = parse_history_text("node1.jsonl", text, warnings);
+    for (const auto& w : warnings) print_message("%s\n", w.c_str());
+    assert_int_equal(warnings.size(), 0);
+    assert_int_equal(recs.size(), kProcs * kLines);
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const auto& r : recs) {
+        seen.insert({r.job, r.step});
+        assert_int_equal(r.findings.size() + r.findings_dropped, 12);
+        for (const auto& f : r.findings) assert_int_equal(f.size(), 250);
+    }
+    assert_int_equal(seen.size(), kProcs * kLines);
+    assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(verdict_kinds_from_judges_words),
+        cmocka_unit_test(line_is_the_documented_json),
+        cmocka_unit_test(lines_read_back_exactly),
+        cmocka_unit_test(long_findings_are_dropped_and_said_so),
+        cmocka_unit_test(reader_takes_json_as_written_by_others),
+        cmocka_unit_test(reader_refuses_what_is_not_our_line),
+        cmocka_unit_test(file_text_warns_with_file_and_line),
+        cmocka_unit_test(summary_counts_and_names_drain_candidates),
+        cmocka_unit_test(table_and_json),
+        cmocka_unit_test(since_takes_seconds_and_durations),
+        cmocka_unit_test(append_makes_dir_and_file_readable),
+        cmocka_unit_test(concurrent_appends_never_tear),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
