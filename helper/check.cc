@@ -9,6 +9,7 @@
 
 #include "helper/check/step.h"
 #include "helper/gpu.h"
+#include "lib/check/fingerprint.h"
 #include "lib/fabric/fabric.h"
 #include "lib/util/json.h"
 #include "lib/plan/step_plan.h"
@@ -104,14 +105,19 @@ int run_prolog(const PrologOptions& o) {
     }
     if (std::string g = gpu::local_check(o.timeout); !g.empty()) problems.push_back(g);
     const auto ga = gpu::probe();
+    std::vector<GpuReadings> readings;
     if (ga.ok) {
         // NVML's view of every GPU, after local_check's copies kept the
         // links busy; this process is the only one that may be there.
         std::vector<int> all;
         for (int i = 0; i < ga.devices; ++i) all.push_back(i);
-        for (const auto& f : gpu_health(host, gpu::health(all), {static_cast<unsigned>(getpid())}))
+        readings = gpu::health(all);
+        for (const auto& f : gpu_health(host, readings, {static_cast<unsigned>(getpid())}))
             (f.fail ? problems : notes).push_back(f.text.substr(host.size() + 1));
     }
+    // What this node alone shows of its software (no majority to compare with).
+    if (auto fp = decode_fingerprint(check::node_fingerprint(host)))
+        for (const auto& f : node_fingerprint_findings(*fp)) (f.fail ? problems : notes).push_back(f.text);
     std::string line = "mn-preflight: " + host + ": ";
     if (problems.empty())
         line += "ok (fabric " + fabric + ", " + std::to_string(ga.ok ? ga.devices : 0) + " GPUs" +
@@ -127,6 +133,7 @@ int run_prolog(const PrologOptions& o) {
         out << reason << "\n";
         if (!out) std::fprintf(stderr, "mn-preflight: cannot write --reason-file %s\n", o.reason_file.c_str());
     }
+    check::remember_prolog(o, host, problems, notes, readings);
     if (o.json) {
         std::string p;
         for (const auto& x : problems) p += (p.empty() ? "" : ",") + json_string(x);

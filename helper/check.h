@@ -18,6 +18,7 @@ struct PrologOptions {
     std::string reason_file;
     Mode mode = Mode::Auto;
     bool json = false;
+    std::string history_dir, metrics_dir;  // as the check's --history and --metrics-dir, for this node
 };
 
 int run_prolog(const PrologOptions& o);

@@ -27,6 +27,16 @@ struct Availability {
 // another libnccl (a path), for NCCL installed outside the loader's path.
 Availability probe();
 
+// What the node runs, for its fingerprint; 0 and "" where not known.
+struct Identity {
+    int nccl_code = 0;      // ncclGetVersion of the NCCL a check loads
+    std::string nccl_path;  // the file it came from
+    int cuda_code = 0;      // cuDriverGetVersion
+    int gpus = 0;
+    std::string gpu_model;  // several models joined by " + "
+};
+Identity identity();
+
 // "GPU1 (0000:19:00.0)": how every message names a GPU.
 std::string describe(int dev);
 

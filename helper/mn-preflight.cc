@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "helper/discover.h"
 #include "helper/inline_exec.h"
 #include "lib/check/check_options.h"
+#include "lib/check/history.h"
 #include "lib/plan/step_plan.h"
 #include "lib/fabric/verbs.h"
 #include "lib/util/text.h"
@@ -26,7 +28,9 @@ std::string usage() {
            "       mn-preflight check --exec [--port P] " + mn::check_options_synopsis(mn::kExecArgv, 44) +
            " [OPTIONS] -- PROGRAM [ARGS]\n"
            "       mn-preflight --prolog [--reason-file PATH] [--timeout S] [--mode MODE] [--json]\n"
+           "                             [--history DIR] [--metrics-dir DIR]\n"
            "       mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
+           "       mn-preflight history DIR [--since T] [--drain K/N] [--json]\n"
            "       mn-preflight --help | --version\n"
            "\n"
            "check (default)  every task of the step is a rank: readiness (GPUs opened, buffers checked,\n"
@@ -43,11 +47,17 @@ std::string usage() {
            mn::check_options_help(mn::kExecArgv) +
            "--prolog         this node alone, for a Slurm prolog: RDMA ports usable, every GPU takes an\n"
            "                 allocation and a copy, an NCCL all-reduce across its GPUs, NVML health;\n"
-           "                 --timeout, --mode and --json as for check (default --timeout 10)\n"
+           "                 --timeout, --mode, --json, --history and --metrics-dir as for check\n"
+           "                 (default --timeout 10)\n"
            "  --reason-file PATH  on failure also write the one-line reason there (for a drain reason)\n"
            "discover         this node's RDMA ports, GPU to HCA locality, what mn_nccl would choose and why;\n"
            "                 --mode and --json as for check\n"
            "  --sysfs-root DIR  read DIR/class/... instead of /sys/class/... (also MN_NCCL_SYSFS_ROOT)\n"
+           "history DIR      the verdicts --history wrote to DIR, per node: checks, failures by kind, the\n"
+           "                 last failure, and the nodes failing in K of their last N checks (to drain)\n"
+           "  --since T          from T on: unix seconds, or back from now: 7d, 24h, 30m, 2w, 1d12h\n"
+           "  --drain K/N        drain candidates: K failures in the last N checks (default 2/3)\n"
+           "  --json             one JSON object instead of the table\n"
            "\n"
            "exit: 0 pass, 1 check failed, 2 usage or configuration error, 3 time-out\n";
 }
@@ -99,6 +109,7 @@ int check(const std::vector<std::string>& args) {
 // --timeout, --mode and --json of --prolog and discover: the check's own,
 // from the same table.
 bool shared_option(const std::string& a) { return a == "--timeout" || a == "--mode" || a == "--json"; }
+bool fleet_option(const std::string& a) { return a == "--history" || a == "--metrics-dir"; }
 
 int prolog(const std::vector<std::string>& args) {
     mn::PrologOptions o;
@@ -109,17 +120,66 @@ int prolog(const std::vector<std::string>& args) {
         if (a == "--reason-file") {
             if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--reason-file needs a path");
             o.reason_file = args[++i];
-        } else if (shared_option(a)) {
+        } else if (shared_option(a) || fleet_option(a)) {
             auto taken = mn::take_check_arg(args, i, mn::kCheckArgv, s);
             if (!taken) return usage_error(taken.problem().text());
         } else {
             return usage_error("unknown argument '" + a + "' for --prolog");
         }
     }
+    o.history_dir = s.check.history_dir;
+    o.metrics_dir = s.check.metrics_dir;
     o.timeout = s.check.timeout;
     o.mode = s.check.mode;
     o.json = s.check.json;
     return mn::run_prolog(o);
+}
+
+// mn-preflight history DIR [--since T] [--json] [--drain K/N]: the
+// verdicts remembered in DIR, per node, and the nodes to drain.
+int history(const std::vector<std::string>& args) {
+    std::string dir, since_text;
+    bool json = false;
+    unsigned k = 2, n = 3;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--since" || a == "--drain") {
+            if (i + 1 >= args.size()) return usage_error(a + " needs a value");
+            const std::string v = args[++i];
+            if (a == "--since") {
+                since_text = v;
+                continue;
+            }
+            unsigned kk = 0, nn = 0;
+            char slash = 0, extra = 0;
+            if (std::sscanf(v.c_str(), "%u%c%u%c", &kk, &slash, &nn, &extra) != 3 || slash != '/' || kk < 1 || nn < kk || nn > 1000)
+                return usage_error("--drain '" + v + "' is not K/N with 1 <= K <= N <= 1000 (e.g. --drain 2/3)");
+            k = kk;
+            n = nn;
+        } else if (a == "--json") {
+            json = true;
+        } else if (dir.empty() && !a.empty() && a[0] != '-') {
+            dir = a;
+        } else {
+            return usage_error("unknown argument '" + a + "' for history");
+        }
+    }
+    if (dir.empty()) return usage_error("history needs the directory that --history wrote to");
+    int64_t since = 0;
+    if (!since_text.empty()) {
+        auto t = mn::parse_since(since_text, static_cast<int64_t>(std::time(nullptr)));
+        if (!t) return usage_error("--since: " + t.problem().text());
+        since = *t;
+    }
+    auto sum = mn::summarise(dir, since, k, n);
+    if (!sum) {
+        std::fprintf(stderr, "mn-preflight: history: %s\n", sum.problem().text().c_str());
+        return 1;
+    }
+    for (const auto& w : sum->warnings) std::fprintf(stderr, "mn-preflight: history: warning: %s\n", w.c_str());
+    const std::string out = json ? mn::history_json(*sum) : mn::history_table(*sum);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
 }
 
 int discover(const std::vector<std::string>& args) {
@@ -185,6 +245,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!args.empty() && args[0] == "discover") return discover({args.begin() + 1, args.end()});
+        if (!args.empty() && args[0] == "history") return history({args.begin() + 1, args.end()});
         if (!args.empty() && args[0] == "--prolog") return prolog({args.begin() + 1, args.end()});
         if (!args.empty() && args[0] == "check") return check({args.begin() + 1, args.end()});
         return check(args);

@@ -12,9 +12,10 @@ pkgs=(
   python3-torch
   debhelper dpkg-dev fakeroot libssl-dev  # the .deb; fuzz_handshake's corpus (OpenSSL)
 )
-# The RPM and the libFuzzer build run on the host only (scripts/test.sh);
+# The RPM, the libFuzzer build and promtool (tests/integration/test_fleet.sh
+# checks the metrics files with it) run on the host only (scripts/test.sh);
 # the release roots (--here) skip them and these packages.
-[ "${1:-}" = --here ] || pkgs+=(rpm clang libclang-rt-dev)
+[ "${1:-}" = --here ] || pkgs+=(rpm clang libclang-rt-dev prometheus)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -248,7 +248,8 @@ void put_hello(Writer& w, const Hello& m) {
         .whole("mtu", m.sig.mtu)
         .text("ifname", m.ifname)
         .texts("problems", m.problems)
-        .text("proof", m.proof);
+        .text("proof", m.proof)
+        .text("fingerprint", m.fingerprint);
 }
 
 const char* kind_word(Result::Kind k) {
@@ -397,6 +398,8 @@ Hello get_hello(Reader& r) {
     m.ifname = r.text("ifname");
     m.problems = r.texts("problems");
     m.proof = r.text("proof");
+    // A rank of an older mn-preflight sends none: its node is then not compared.
+    if (r.has("fingerprint")) m.fingerprint = r.text("fingerprint");
     return m;
 }
 

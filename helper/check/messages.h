@@ -54,9 +54,10 @@ struct Hello {
     std::string ifname;
     std::vector<std::string> problems;  // found at home (fabric discovery)
     std::string proof;
+    std::string fingerprint;  // encode_fingerprint() of its node (lib/check/fingerprint), "" if none
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, standby_port, sig, ifname, problems, proof);
+                        data_port, standby_port, sig, ifname, problems, proof, fingerprint);
     }
 };
 

@@ -72,6 +72,7 @@ bool choose_path(const Step& st, Lead& l) {
     const Self& self = st.self;
     PreflightReport& rep = l.rep;
     if (!gpus_unshared(st, l)) return false;
+    if (!fingerprints_alike(l)) return false;
     std::vector<std::string> no_gpu;
     for (uint32_t r = 0; r < self.world; ++r)
         if (!l.members[r].hello.gpu_ok)

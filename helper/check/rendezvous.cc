@@ -198,6 +198,7 @@ bool prepare_self(Step& st) {
     h.sig = st.sig;
     h.ifname = st.ifname;
     h.problems = st.home_problems;
+    h.fingerprint = node_fingerprint(st.self.label);
     return true;
 }
 

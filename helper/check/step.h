@@ -326,6 +326,12 @@ int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's
 void lead_pairs(Step& st, Lead& l);
 // verdict.cc
 int verdict(Step& st, Lead& l);             // rank 0: blame, print, tell every rank done or stop
+// fleet.cc: every node alike, and remembered
+std::string node_fingerprint(const std::string& host);  // every rank: its node's, for the hello
+void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<std::string>& problems,
+                     const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus);
+bool fingerprints_alike(Lead& l);              // rank 0, readiness: the odd nodes named
+void remember(const Step& st, const Lead& l);  // rank 0, after the verdict: history lines, metrics files
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {

@@ -60,6 +60,7 @@ int verdict(Step& st, Lead& l) {
     const std::string out = st.o.json ? report_json(rep) : report_table(rep);
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
+    remember(st, l);
     // Done after a pass; stop otherwise, so a rank inside NCCL (waiting on
     // a failed one) leaves it now rather than at its watchdog.
     const std::string why = rep.problems.empty() ? "check failed" : rep.problems.front();

@@ -35,6 +35,12 @@ const std::vector<CheckOption> kTable = {
     {"exclude-file", nullptr, "PATH", ValueKind::Path, 0, 0, false, "a file the batch script can read",
      "bad-nodes", "none",
      "on FAIL, rank 0 writes the nodes to exclude there, in Slurm's hostlist form", kOnFail},
+    {"history", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory (shared, to see every node)", "/var/lib/mn-preflight/history",
+     "none", "append one JSON line per node (job, verdict, findings, busbw) to DIR/NODE.jsonl; "
+     "'mn-preflight history DIR' sums them up", kBoth},
+    {"metrics-dir", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory, e.g. node_exporter's textfile directory",
+     "/var/lib/prometheus/node-exporter", "none",
+     "write each node's mn_preflight_* gauges to DIR/mn_preflight_NODE.prom (atomically)", kBoth},
     {"comment", "job-comment", "", ValueKind::Flag, 0, 0, false, "", "", "",
      "on FAIL, also put the nodes to exclude into the job's comment (scontrol update)", kOnFail},
 };
@@ -149,7 +155,9 @@ bool set_check_option(const CheckOption& o, const std::string& value, CheckSetti
         }
         case ValueKind::Path:
             if (value.empty()) return false;
-            into.exclude_file = value;
+            if (std::string(o.name) == "history") into.check.history_dir = value;
+            else if (std::string(o.name) == "metrics-dir") into.check.metrics_dir = value;
+            else into.exclude_file = value;
             return true;
     }
     return false;

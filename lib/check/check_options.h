@@ -26,6 +26,8 @@ struct CheckOptions {
     bool pairs = true;
     bool json = false;
     Mode mode = Mode::Auto;
+    std::string history_dir;  // rank 0 appends each node's verdict line there (lib/check/history)
+    std::string metrics_dir;  // and writes each node's metrics file there (lib/check/metrics)
 };
 
 // Everything the table's options set: the check's own, and what the

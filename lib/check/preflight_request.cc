@@ -1,5 +1,7 @@
 #include "lib/check/preflight_request.h"
 
+#include <algorithm>
+
 #include "lib/check/check_options.h"
 #include "lib/util/text.h"
 
@@ -48,9 +50,14 @@ Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& 
     return none;
 }
 
-std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port) {
+std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port,
+                                        const SiteConfig& site) {
     std::vector<std::string> argv{bin, "check", "--exec", "--port", std::to_string(port)};
     argv.insert(argv.end(), r.check_args.begin(), r.check_args.end());
+    // The site's history and metrics directories, unless the user named others.
+    auto given = [&](const char* opt) { return std::find(r.check_args.begin(), r.check_args.end(), opt) != r.check_args.end(); };
+    if (!site.history_dir.empty() && !given("--history")) argv.insert(argv.end(), {"--history", site.history_dir});
+    if (!site.metrics_dir.empty() && !given("--metrics-dir")) argv.insert(argv.end(), {"--metrics-dir", site.metrics_dir});
     if (!r.exclude_file.empty()) argv.insert(argv.end(), {"--exclude-file", r.exclude_file});
     if (r.job_comment) argv.push_back("--job-comment");
     argv.push_back("--");

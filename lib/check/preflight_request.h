@@ -46,7 +46,10 @@ Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& 
 
 // The argv put in front of each task's command:
 //   BIN check --exec --port PORT [check args] [--exclude-file P] [--job-comment] --
-std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port);
+// The site's history= and metrics_dir= (plugstack.conf) are added unless
+// the user named their own.
+std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port,
+                                        const SiteConfig& site = SiteConfig{});
 
 // The port the check listens on: never the program's MASTER_PORT, the same
 // on every node (derived from values every node has).

@@ -95,7 +95,7 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
         std::string key = arg.substr(0, eq);
         std::string val = eq == std::string::npos ? "" : arg.substr(eq + 1);
         if (eq == std::string::npos) {
-            warn("argument '" + arg + "' is not key=value (known: default, port_range, force, sysfs_root, preflight)",
+            warn("argument '" + arg + "' is not key=value (known: default, port_range, force, sysfs_root, preflight, history, metrics_dir)",
                  "nothing from it");
         } else if (key == "default") {
             auto m = parse_mode(val, "default");
@@ -111,11 +111,15 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
         } else if (key == "preflight") {
             if (!val.empty() && val[0] == '/') out.config.preflight = val;
             else warn("preflight='" + val + "' is not an absolute path", "the installed mn-preflight");
+        } else if (key == "history" || key == "metrics_dir") {
+            std::string& into = key == "history" ? out.config.history_dir : out.config.metrics_dir;
+            if (!val.empty() && val[0] == '/') into = val;
+            else warn(key + "='" + val + "' is not an absolute path", "no " + (key == "history" ? std::string("history") : "metrics files"));
         } else if (key == "sysfs_root") {
             if (!val.empty() && val[0] == '/') out.config.sysfs_root = val;
             else warn("sysfs_root='" + val + "' is not an absolute path", "/sys");
         } else {
-            warn("unknown argument '" + arg + "' (known: default, port_range, force, sysfs_root, preflight)",
+            warn("unknown argument '" + arg + "' (known: default, port_range, force, sysfs_root, preflight, history, metrics_dir)",
                  "nothing from it");
         }
     }

@@ -37,6 +37,8 @@ struct SiteConfig {
     bool force = false;        // overwrite variables the user already set
     std::string sysfs_root;    // fabric discovery reads here instead of /sys
     std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
+    std::string history_dir;   // every inline check's --history, unless the user gave one
+    std::string metrics_dir;   // and --metrics-dir
 };
 
 struct ParsedSiteConfig {

@@ -164,6 +164,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             if ((ok = !val.empty() && val[0] == '/')) want.sysfs_root = val;
         } else if (eq != std::string::npos && key == "preflight") {
             if ((ok = !val.empty() && val[0] == '/')) want.preflight = val;
+        } else if (eq != std::string::npos && key == "history") {
+            if ((ok = !val.empty() && val[0] == '/')) want.history_dir = val;
+        } else if (eq != std::string::npos && key == "metrics_dir") {
+            if ((ok = !val.empty() && val[0] == '/')) want.metrics_dir = val;
         }
         bad += !ok;
     }
@@ -172,7 +176,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const mn::SiteConfig& got = parsed.config;
     FUZZ_CHECK(got.default_mode == want.default_mode && got.ports.lo == want.ports.lo && got.ports.hi == want.ports.hi &&
                    got.force == want.force && got.sysfs_root == want.sysfs_root &&
-                   got.preflight == want.preflight,
+                   got.preflight == want.preflight && got.history_dir == want.history_dir &&
+                   got.metrics_dir == want.metrics_dir,
                "the config differs from the arguments taken");
     return 0;
 }

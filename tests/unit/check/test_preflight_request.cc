@@ -91,6 +91,15 @@ static void options_become_the_checks_own(void**) {
                "/usr/bin/mn-preflight check --exec --port 25000 --timeout 30 --min-busbw 2.5 --size 4M --iters 3 "
                "--no-pairs --cpu --mode socket --json --exclude-file /shared/bad --job-comment --");
     assert_str(joined(preflight_argv(parsed(""), "mp", 1)), "mp check --exec --port 1 --");
+    // The site's directories (plugstack history=, metrics_dir=) come along,
+    // unless the user named their own.
+    SiteConfig site;
+    site.history_dir = "/shared/mn-history";
+    site.metrics_dir = "/var/lib/prometheus/node-exporter";
+    assert_str(joined(preflight_argv(parsed(""), "mp", 1, site)),
+               "mp check --exec --port 1 --history /shared/mn-history --metrics-dir /var/lib/prometheus/node-exporter --");
+    assert_str(joined(preflight_argv(parsed("history=/mine"), "mp", 1, site)),
+               "mp check --exec --port 1 --history /mine --metrics-dir /var/lib/prometheus/node-exporter --");
 }
 
 static void bad_values_name_the_option_and_the_fix(void**) {

@@ -75,6 +75,15 @@ static void site_config_values(void**) {
     assert_int_equal(p.config.ports.lo, 40000);
     assert_true(p.config.force);
     assert_str(p.config.sysfs_root, "/tmp/x");
+    p = parse_site_config({"history=/shared/mn-history", "metrics_dir=/var/lib/prometheus/node-exporter"});
+    assert_int_equal(p.warnings.size(), 0);
+    assert_str(p.config.history_dir, "/shared/mn-history");
+    assert_str(p.config.metrics_dir, "/var/lib/prometheus/node-exporter");
+    p = parse_site_config({"history=rel", "metrics_dir="});
+    assert_int_equal(p.warnings.size(), 2);
+    assert_contains(p.warnings[0], "history='rel' is not an absolute path; using no history");
+    assert_contains(p.warnings[1], "metrics_dir='' is not an absolute path; using no metrics files");
+    assert_str(p.config.history_dir, "");
 }
 
 static void site_config_typos_warn_and_keep_defaults(void**) {

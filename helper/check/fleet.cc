@@ -1,0 +1,182 @@
+// Every node alike, and remembered (lib/check/fingerprint, history,
+// metrics): each rank's node fingerprint for its hello; rank 0's comparison
+// in readiness; after the verdict, one history line and one metrics file
+// per node (rank 0 writes them all: it alone has the verdict, and a shared
+// DIR then holds the whole cluster's).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "helper/check/step.h"
+#include "lib/check/fingerprint.h"
+#include "lib/check/history.h"
+#include "lib/check/metrics.h"
+#include "lib/plan/step_plan.h"
+#include "lib/util/text.h"
+
+namespace mn::check {
+namespace {
+
+std::vector<std::string> files_in(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (const dirent* e = readdir(d)) out.push_back(e->d_name);
+        closedir(d);
+    }
+    return out;
+}
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+// Installed verbs providers (rdma-core's /etc/libibverbs.d), and the ones
+// the node's ACTIVE RDMA ports need, from their kernel drivers in sysfs.
+void verbs_of_node(Fingerprint& f) {
+    const char* conf = std::getenv("MN_PREFLIGHT_VERBS_DIR");
+    const std::string dir = conf && *conf ? conf : "/etc/libibverbs.d";
+    struct stat sb {};
+    f.verbs_known = stat(dir.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
+    std::set<std::string> have, need;
+    for (const auto& file : files_in(dir))
+        if (auto p = verbs_provider_of_file(file); !p.empty()) have.insert(p);
+    const std::string ib = sysfs_root(process_env(), SiteConfig{}) + "/class/infiniband";
+    for (const auto& dev : files_in(ib)) {
+        if (dev.empty() || dev[0] == '.') continue;
+        bool active = false;
+        for (const auto& port : files_in(ib + "/" + dev + "/ports"))
+            if (!port.empty() && port[0] != '.' && read_first_line(ib + "/" + dev + "/ports/" + port + "/state").find("ACTIVE") != std::string::npos)
+                active = true;
+        char link[PATH_MAX] = {0};
+        const ssize_t n = readlink((ib + "/" + dev + "/device/driver").c_str(), link, sizeof link - 1);
+        if (!active || n <= 0) continue;
+        const std::string driver = std::string(link, static_cast<std::size_t>(n));
+        if (auto p = verbs_provider_for_driver(driver.substr(driver.rfind('/') + 1)); !p.empty()) need.insert(p);
+    }
+    f.verbs.assign(have.begin(), have.end());
+    f.verbs_needed.assign(need.begin(), need.end());
+}
+
+unsigned gpus_requested() {
+    const std::string v = env_or("SLURM_GPUS_ON_NODE");
+    return v.empty() ? 0 : static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
+}
+
+}  // namespace
+
+std::string node_fingerprint(const std::string& host) {
+    Fingerprint f;
+    f.host = host;
+    const gpu::Identity id = gpu::identity();
+    f.nccl = nccl_version_text(id.nccl_code);
+    f.nccl_path = id.nccl_path;
+    f.cuda_driver = cuda_version_text(id.cuda_code);
+    f.gpu_model = id.gpu_model;
+    f.gpus = static_cast<unsigned>(std::max(0, id.gpus));
+    f.gpus_requested = gpus_requested();
+    verbs_of_node(f);
+    // Where the program's torch is known to the step (a launcher or the
+    // user may say which NCCL it was built with).
+    f.torch_nccl = env_or("MN_PREFLIGHT_TORCH_NCCL");
+    return encode_fingerprint(f);
+}
+
+bool fingerprints_alike(Lead& l) {
+    std::vector<Fingerprint> nodes;
+    std::vector<std::size_t> index;  // report node of each fingerprint
+    for (std::size_t i = 0; i < l.rep.nodes.size(); ++i) {
+        if (l.rep.nodes[i].ranks.empty()) continue;
+        const msg::Hello& h = l.members[l.rep.nodes[i].ranks.front()].hello;
+        if (h.fingerprint.empty()) continue;
+        auto f = decode_fingerprint(h.fingerprint);
+        if (!f) {
+            l.rep.nodes[i].problems.push_back("fingerprint: unreadable (" + f.problem().text() + ")");
+            continue;
+        }
+        nodes.push_back(*f);
+        index.push_back(i);
+    }
+    bool ok = true;
+    for (const auto& x : compare_fingerprints(nodes)) {
+        if (x.node >= index.size()) continue;
+        auto& n = l.rep.nodes[index[x.node]];
+        if (x.fail) {
+            n.problems.push_back(x.text);
+            ok = false;
+        } else {
+            l.rep.notes.push_back("warning: " + n.host + ": " + x.text);
+        }
+    }
+    if (!ok) l.rep.coll.error = "the nodes' software differs (see the nodes named)";
+    return ok;
+}
+
+namespace {
+
+void write_record(const std::string& hist, const std::string& mets, const HistoryRecord& r,
+                  const std::vector<GpuReadings>& gpus) {
+    if (!hist.empty())
+        if (auto w = append_history(hist, r); !w)
+            std::fprintf(stderr, "mn-preflight: %s: history: %s\n", r.node.c_str(), w.problem().text().c_str());
+    if (!mets.empty())
+        if (auto w = write_metrics(mets, node_metrics(r, gpus)); !w)
+            std::fprintf(stderr, "mn-preflight: %s: metrics: %s\n", r.node.c_str(), w.problem().text().c_str());
+}
+
+HistoryRecord record_now(const std::string& node) {
+    HistoryRecord r;
+    r.job = env_or("SLURM_JOB_ID");
+    r.step = env_or("SLURM_STEP_ID");
+    r.time = static_cast<int64_t>(std::time(nullptr));
+    r.node = node;
+    return r;
+}
+
+}  // namespace
+
+void remember(const Step& st, const Lead& l) {
+    const std::string& hist = st.o.history_dir;
+    const std::string& mets = st.o.metrics_dir;
+    if (hist.empty() && mets.empty()) return;
+    const PreflightReport& rep = l.rep;
+    for (std::size_t i = 0; i < rep.nodes.size(); ++i) {
+        const auto& n = rep.nodes[i];
+        HistoryRecord r = record_now(n.host);
+        r.verdict = n.verdict;
+        r.kind = verdict_kind(n.verdict, !rep.timed_out.empty() && n.verdict != "ok" && n.verdict.rfind("waited", 0) != 0);
+        for (const auto& p : rep.problems)
+            if (p.rfind(n.host + ": ", 0) == 0) r.findings.push_back(p.substr(n.host.size() + 2));
+        for (const auto& p : rep.notes)
+            if (p.find(n.host + ": ") != std::string::npos) r.findings.push_back(p);
+        if (rep.coll.busbw_gbps > 0) r.busbw_gbps = rep.coll.busbw_gbps;
+        if (n.pair_busbw) r.pair_busbw_gbps = *n.pair_busbw;
+        const std::vector<GpuReadings> none;
+        write_record(hist, mets, r, i < l.node_health.size() ? l.node_health[i] : none);
+    }
+}
+
+void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<std::string>& problems,
+                     const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus) {
+    if (o.history_dir.empty() && o.metrics_dir.empty()) return;
+    HistoryRecord r = record_now(host);
+    r.step = r.step.empty() ? "prolog" : r.step;
+    for (const auto& p : problems) r.verdict += (r.verdict.empty() ? "" : "; ") + p;
+    if (problems.empty()) r.verdict = "ok";
+    r.kind = problems.empty() ? "ok" : verdict_kind(problems.front(), false);
+    r.findings = problems;
+    for (const auto& n : notes) r.findings.push_back("warning: " + n);
+    write_record(o.history_dir, o.metrics_dir, r, gpus);
+}
+
+}  // namespace mn::check
