@@ -32,13 +32,15 @@ std::string discover_text(const DiscoverReport& r) {
     for (const auto& w : r.locality.warnings) out += "warning: " + w + "\n";
     out += "would set:\n";
     for (const auto& [k, v] : r.env) out += "  " + k + "=" + v + "\n";
+    if (!r.fingerprint.empty()) out += "software (the check compares it across nodes): " + r.fingerprint + "\n";
     return out;
 }
 
 std::string discover_json(const DiscoverReport& r) {
     std::string out = "{\"host\":" + json_string(r.host) + ",\"mode\":" + json_string(to_string(r.mode)) +
                       ",\"sysfs_root\":" + json_string(r.sysfs_root) + ",\"fabric\":" + json_string(r.choice.fabric) +
-                      ",\"why\":" + json_string(r.choice.why) + ",\"env\":{";
+                      ",\"why\":" + json_string(r.choice.why) + ",\"fingerprint\":" + json_string(r.fingerprint) +
+                      ",\"env\":{";
     bool first = true;
     for (const auto& [k, v] : r.env) {
         out += (first ? "" : ",") + json_string(k) + ":" + json_string(v);

@@ -16,6 +16,7 @@ struct DiscoverReport {
     FabricChoice choice;
     std::vector<std::pair<std::string, std::string>> env;  // everything that would be set
     LocalityReport locality;
+    std::string fingerprint;  // the node's software, as the check's hello carries it (lib/check/fingerprint)
 };
 
 std::string discover_text(const DiscoverReport& r);

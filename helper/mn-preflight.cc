@@ -10,6 +10,7 @@
 
 #include "build_config.h"
 #include "helper/check.h"
+#include "helper/check/step.h"
 #include "helper/discover.h"
 #include "helper/inline_exec.h"
 #include "lib/check/check_options.h"
@@ -219,6 +220,7 @@ int discover(const std::vector<std::string>& args) {
         }
     }
     for (const auto& kv : r.choice.env) r.env.push_back(kv);
+    r.fingerprint = mn::check::node_fingerprint(r.host);
     const std::string out = json ? mn::discover_json(r) : mn::discover_text(r);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
