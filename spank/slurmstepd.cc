@@ -57,7 +57,7 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
         return -1;
     }
     const std::vector<std::string> args =
-        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi));
+        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site);
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);

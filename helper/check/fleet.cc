@@ -108,17 +108,26 @@ bool fingerprints_alike(Lead& l) {
         index.push_back(i);
     }
     bool ok = true;
+    std::string tied;
     for (const auto& x : compare_fingerprints(nodes)) {
         if (x.node >= index.size()) continue;
         auto& n = l.rep.nodes[index[x.node]];
-        if (x.fail) {
+        if (x.fail && x.tie) {
+            // No majority: the step cannot run, but no node is the odd one.
+            tied += (tied.empty() ? "" : "; ") + n.host + ": " + x.text.substr(std::string(kFingerprintTag).size());
+            ok = false;
+        } else if (x.fail) {
             n.problems.push_back(x.text);
             ok = false;
         } else {
             l.rep.notes.push_back("warning: " + n.host + ": " + x.text);
         }
     }
-    if (!ok) l.rep.coll.error = "the nodes' software differs (see the nodes named)";
+    if (!tied.empty())
+        l.rep.coll.error = "the nodes' software differs with no majority to tell the odd one, so none is blamed (" +
+                           tied + ")";
+    else if (!ok)
+        l.rep.coll.error = "the nodes' software differs (see the nodes named)";
     return ok;
 }
 

@@ -357,7 +357,7 @@ void compare_field(const std::vector<Fingerprint>& nodes, const FieldRule& rule,
                               group_ref(nodes, groups[o], rule);
         }
         for (uint32_t i : groups[g].nodes) {
-            out.push_back({i, rule.fail, std::string(kFingerprintTag) + rule.mine(nodes[i]) + ", " + others + "; fix: " + rule.fix});
+            out.push_back({i, rule.fail, tie, std::string(kFingerprintTag) + rule.mine(nodes[i]) + ", " + others + "; fix: " + rule.fix});
             named[i] = true;
         }
     }
@@ -446,19 +446,19 @@ const FieldRule kRules[] = {
 std::vector<FingerprintFinding> node_fingerprint_findings(const Fingerprint& f, uint32_t index) {
     std::vector<FingerprintFinding> out;
     if (f.gpus_requested && f.gpus < f.gpus_requested)
-        out.push_back({index, true,
+        out.push_back({index, true, false,
                        std::string(kFingerprintTag) + std::to_string(f.gpus) + " GPUs usable, the step asked for " +
                            std::to_string(f.gpus_requested) +
                            " here; fix: check nvidia-smi and dmesg (Xid 79: fallen off the bus), drain the node"});
     if (f.verbs_known)
         for (const auto& p : f.verbs_needed)
             if (std::find(f.verbs.begin(), f.verbs.end(), p) == f.verbs.end())
-                out.push_back({index, true,
+                out.push_back({index, true, false,
                                std::string(kFingerprintTag) + "libibverbs has no " + p + " provider, which its ACTIVE RDMA ports " +
                                    "need: NCCL cannot open them; fix: install it (Debian: ibverbs-providers, RHEL: "
                                    "libibverbs)"});
     if (!f.torch_nccl.empty() && !f.nccl.empty() && !same_release(f.torch_nccl, f.nccl))
-        out.push_back({index, false,
+        out.push_back({index, false, false,
                        std::string(kFingerprintTag) + "torch's NCCL " + f.torch_nccl + " is not the NCCL this check loaded (" +
                            nccl_with_path("NCCL", f.nccl, f.nccl_path) +
                            "): the check did not test the NCCL training will use (verl-project/verl#6621); fix: "

@@ -78,6 +78,9 @@ Outcome<Fingerprint> decode_fingerprint(const std::string& text);
 struct FingerprintFinding {
     uint32_t node = 0;  // index in the vector compared
     bool fail = false;  // else a warning
+    // No majority (two nodes, or as many on each value): nobody is the odd
+    // one, so the step fails without blaming a node (mn-preflight(1)).
+    bool tie = false;
     std::string text;   // "fingerprint: NCCL 2.21.5 (/opt/...), the others 2.28.9; fix: ..."
 };
 // What a node alone shows: fewer GPUs than asked for, a provider its

@@ -158,6 +158,7 @@ static void nccl_release_differs_fails_the_odd_node(void**) {
     assert_int_equal(f.size(), 1);
     assert_int_equal(f[0].node, 3);
     assert_true(f[0].fail);
+    assert_false(f[0].tie);
     assert_contains(f[0].text, "fingerprint: NCCL 2.21.5 (/opt/nccl/lib/libnccl.so.2), the others 2.28.9; fix: ");
     assert_contains(f[0].text, "NVIDIA/nccl#286");
 }
@@ -196,6 +197,8 @@ static void two_nodes_that_differ_are_both_named(void**) {
     const auto f = compare_fingerprints(n);
     assert_int_equal(f.size(), 2);
     assert_true(f[0].fail && f[1].fail);
+    // No majority: a tie, which blames neither (the step still fails).
+    assert_true(f[0].tie && f[1].tie);
     assert_contains(f[0].text, "NCCL 2.28.9 (/usr/lib/x86_64-linux-gnu/libnccl.so.2), node1 has 2.27.3");
     assert_contains(f[1].text, "NCCL 2.27.3 (/usr/lib/x86_64-linux-gnu/libnccl.so.2), node0 has 2.28.9");
 }
