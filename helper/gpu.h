@@ -34,6 +34,10 @@ struct Identity {
     int cuda_code = 0;      // cuDriverGetVersion
     int gpus = 0;
     std::string gpu_model;  // several models joined by " + "
+    // The external network plugin NCCL would load, looked up as NCCL does
+    // (NCCL_NET_PLUGIN, else libnccl-net.so): its file and newest API.
+    bool net_known = false;
+    std::string net_name, net_api, net_path;  // name "" with net_known: none
 };
 Identity identity();
 

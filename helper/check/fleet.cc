@@ -83,6 +83,10 @@ std::string node_fingerprint(const std::string& host) {
     f.nccl_path = id.nccl_path;
     f.cuda_driver = cuda_version_text(id.cuda_code);
     f.gpu_model = id.gpu_model;
+    f.net.known = id.net_known;
+    f.net.name = id.net_name;
+    f.net.api = id.net_api;
+    f.net.path = id.net_path;
     f.gpus = static_cast<unsigned>(std::max(0, id.gpus));
     f.gpus_requested = gpus_requested();
     verbs_of_node(f);

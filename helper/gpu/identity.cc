@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "helper/gpu.h"
 #include "helper/gpu/libraries.h"
@@ -13,8 +15,41 @@
 
 namespace mn::gpu {
 
+namespace {
+
+// NCCL's lookup of its network plugin: NCCL_NET_PLUGIN=none: none; a name
+// N: libnccl-net-N.so (or N itself when it names a file); unset:
+// libnccl-net.so. The newest ncclNetPlugin_vK it exports is its API.
+void net_plugin(Identity& id) {
+    const char* env = std::getenv("NCCL_NET_PLUGIN");
+    const std::string want = env ? env : "";
+    id.net_known = true;
+    if (want == "none") return;
+    std::vector<std::string> names;
+    if (want.empty()) names = {"libnccl-net.so"};
+    else names = {"libnccl-net-" + want + ".so", want};
+    for (const auto& n : names) {
+        void* lib = dlopen(n.c_str(), RTLD_LAZY | RTLD_LOCAL);
+        if (!lib) continue;
+        for (int v = 12; v >= 2; --v) {
+            void* s = dlsym(lib, ("ncclNetPlugin_v" + std::to_string(v)).c_str());
+            if (!s) continue;
+            id.net_api = "v" + std::to_string(v);
+            Dl_info info{};
+            if (dladdr(s, &info) && info.dli_fname) id.net_path = info.dli_fname;
+            break;
+        }
+        id.net_name = want.empty() ? "libnccl-net.so" : want;
+        return;
+    }
+    // A name that loads nothing: NCCL falls back to its own transports.
+}
+
+}  // namespace
+
 Identity identity() {
     Identity id;
+    net_plugin(id);
     std::string why;
     if (void* lib = open_nccl(why)) {
         int (*version)(int*) = nullptr;
