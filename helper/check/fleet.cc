@@ -12,13 +12,13 @@
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 
 #include "helper/check/step.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/history.h"
 #include "lib/check/metrics.h"
+#include "lib/fabric/fabric.h"
 #include "lib/plan/step_plan.h"
 #include "lib/util/text.h"
 
@@ -34,13 +34,6 @@ std::vector<std::string> files_in(const std::string& dir) {
     return out;
 }
 
-std::string read_first_line(const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
-}
-
 // Installed verbs providers (rdma-core's /etc/libibverbs.d), and the ones
 // the node's ACTIVE RDMA ports need, from their kernel drivers in sysfs.
 void verbs_of_node(Fingerprint& f) {
@@ -51,16 +44,16 @@ void verbs_of_node(Fingerprint& f) {
     std::set<std::string> have, need;
     for (const auto& file : files_in(dir))
         if (auto p = verbs_provider_of_file(file); !p.empty()) have.insert(p);
-    const std::string ib = sysfs_root(process_env(), SiteConfig{}) + "/class/infiniband";
-    for (const auto& dev : files_in(ib)) {
-        if (dev.empty() || dev[0] == '.') continue;
-        bool active = false;
-        for (const auto& port : files_in(ib + "/" + dev + "/ports"))
-            if (!port.empty() && port[0] != '.' && read_first_line(ib + "/" + dev + "/ports/" + port + "/state").find("ACTIVE") != std::string::npos)
-                active = true;
+    // The ports as fabric discovery reads them; each ACTIVE port's HCA needs
+    // the provider of its kernel driver.
+    const std::string root = sysfs_root(process_env(), SiteConfig{});
+    std::set<std::string> active;
+    for (const auto& port : read_sysfs_ports(root))
+        if (port.state == "ACTIVE") active.insert(port.hca);
+    for (const auto& hca : active) {
         char link[PATH_MAX] = {0};
-        const ssize_t n = readlink((ib + "/" + dev + "/device/driver").c_str(), link, sizeof link - 1);
-        if (!active || n <= 0) continue;
+        const ssize_t n = readlink((root + "/class/infiniband/" + hca + "/device/driver").c_str(), link, sizeof link - 1);
+        if (n <= 0) continue;
         const std::string driver = std::string(link, static_cast<std::size_t>(n));
         if (auto p = verbs_provider_for_driver(driver.substr(driver.rfind('/') + 1)); !p.empty()) need.insert(p);
     }
