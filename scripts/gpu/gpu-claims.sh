@@ -15,15 +15,7 @@ TOP=$(pwd)
 R=${OUT:-/tmp/mn-gpu-claims}
 mkdir -p "$R"
 exec > >(tee "$R/claims.txt") 2>&1
-B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
-PF=$TOP/helper/mn-preflight
-nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
-[ -f "$nccl" ] && export MN_PREFLIGHT_NCCL=$nccl
-bash scripts/cluster/gpu-cluster.sh start || exit 1
-trap 'bash scripts/cluster/gpu-cluster.sh stop' EXIT
+source scripts/gpu/gpu-env.sh
 
 section() {
   local name=$1

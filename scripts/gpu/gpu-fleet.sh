@@ -13,17 +13,9 @@ TOP=$(pwd)
 R=${OUT:-/tmp/mn-gpu-fleet}
 mkdir -p "$R"
 exec > >(tee "$R/fleet.txt") 2>&1
-B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
-PF=$TOP/helper/mn-preflight
+source scripts/gpu/gpu-env.sh
 STUB=$TOP/tests/fixtures/nccl-2.18.5/libnccl.so
-nccl=$(python3 -c 'import nvidia.nccl as m, os; print(os.path.join(list(m.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
-[ -f "$nccl" ] && export MN_PREFLIGHT_NCCL=$nccl
 torch_nccl=$(python3 -c 'import torch; print(".".join(map(str, torch.cuda.nccl.version())))' 2>/dev/null)
-bash scripts/cluster/gpu-cluster.sh start || exit 1
-trap 'bash scripts/cluster/gpu-cluster.sh stop' EXIT
 H=$R/history M=$R/metrics
 rm -rf "$H" "$M"
 mkdir -p "$M"
