@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -47,6 +48,8 @@ void tune(int fd) {
 }
 
 std::string errtext() { return std::strerror(errno); }
+
+std::atomic<uint64_t> g_msgs_out{0}, g_msgs_in{0}, g_bytes_out{0}, g_bytes_in{0};
 
 }  // namespace
 
@@ -229,6 +232,8 @@ bool send_msg(int fd, const Fields& f, const Deadline& d) {
     const std::string body = encode(f);
     unsigned char len[4] = {static_cast<unsigned char>(body.size() >> 24), static_cast<unsigned char>(body.size() >> 16),
                             static_cast<unsigned char>(body.size() >> 8), static_cast<unsigned char>(body.size())};
+    g_msgs_out += 1;
+    g_bytes_out += 4 + body.size();
     return send_all(fd, len, 4, d) && send_all(fd, body.data(), body.size(), d);
 }
 
@@ -243,6 +248,8 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     }
     std::string body(n, '\0');
     if (!exchange(fd, nullptr, 0, fd, body.data(), n, d, err)) return std::nullopt;
+    g_msgs_in += 1;
+    g_bytes_in += 4 + n;
     return decode(body);
 }
 
@@ -274,6 +281,8 @@ std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     if (s.buf.size() < 4 + n) return std::nullopt;
     Event e{key, decode(s.buf.substr(4, n)), ""};
     s.buf.erase(0, 4 + n);
+    g_msgs_in += 1;
+    g_bytes_in += 4 + n;
     return e;
 }
 
@@ -318,6 +327,10 @@ std::optional<Mux::Event> Mux::next(const Deadline& d) {
         }
         if (auto e = read_ready(p, keys)) return e;
     }
+}
+
+Traffic traffic() {
+    return {g_msgs_out.load(), g_msgs_in.load(), g_bytes_out.load(), g_bytes_in.load()};
 }
 
 }  // namespace mn::wire

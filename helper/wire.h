@@ -113,4 +113,13 @@ private:
     std::optional<Event> read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
 };
 
+// This process's control-plane traffic, counted where messages are framed
+// (send_msg, recv_msg, Mux; data transfers are not counted): rank 0's
+// share is what doc/scale.md models and bench-control-plane.sh measures.
+struct Traffic {
+    uint64_t messages_sent = 0, messages_received = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+};
+Traffic traffic();
+
 }  // namespace mn::wire

@@ -366,8 +366,12 @@ bool sum_up(Step& st, Lead& l) {
 bool lead_collective(Step& st, Lead& l) {
     l.phase = "collective";
     l.hub.stage(msg::Stage::Collective);
+    l.cost.mark("readiness", st.start);
     start_collective(st, l);
-    if (!collect_results(st, l) || !sum_up(st, l)) return false;
+    l.cost.mark("go", st.start);
+    const bool ok = collect_results(st, l) && sum_up(st, l);
+    l.cost.mark("collective", st.start);
+    if (!ok) return false;
     progress(st.self, "all-reduce: busbw " + num(l.rep.coll.busbw_gbps) + " GB/s, result " +
                           (l.rep.coll.correct ? "correct" : "WRONG") + " (" + num(now_s() - st.start) + " s)");
     return true;

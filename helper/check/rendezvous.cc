@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <random>
 #include <set>
@@ -132,6 +133,7 @@ Outcome<Self> read_self() {
 }
 
 bool prepare_self(Step& st) {
+    log_start(st.self, st.start);
     local_facts(st);
     // NCCL reads its variables once, at its first call (even
     // ncclGetVersion): its INFO lines, which say the transport each channel
@@ -325,6 +327,9 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     l.members.resize(self.world);
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    l.cost.start_unix = ts.tv_sec + ts.tv_nsec / 1e9 - (now_s() - st.start);
     l.hub.start(self, st.o.json);
     l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
@@ -341,6 +346,7 @@ bool gather(Step& st, Lead& l) {
         std::string peer;
         auto c = wire::accept_one(lfd->get(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))), &peer);
         if (!c) continue;
+        ++l.cost.accepted;
         auto r = admit(st, l, std::move(c.value()), peer, have);
         if (!r) continue;
         have[*r] = true;
@@ -355,6 +361,7 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     send_roster(st, l);
+    l.cost.mark("rendezvous", st.start);
     progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(l.rep.nodes.size()) +
                        " nodes in " + num(now_s() - st.start) + " s");
     return true;

@@ -252,6 +252,18 @@ struct Follower {
     Inbox inbox;
 };
 
+// Rank 0's view of what the control plane itself cost (doc/scale.md; the
+// "control" object of --json): each phase's end in seconds from the
+// check's start, the connections it accepted, and at the verdict its
+// traffic (wire::traffic), sockets and CPU time.
+struct ControlCost {
+    std::vector<std::pair<std::string, double>> marks;  // phase, its end (s from start)
+    double start_unix = 0;                               // the check's start, wall clock
+    uint32_t accepted = 0;                               // connections taken on MASTER_PORT
+    void mark(const std::string& phase, double start) { marks.push_back({phase, now_s() - start}); }
+    std::string json(double start) const;               // ,"control":{...}
+};
+
 // Rank 0: the members, what they said, and the report taking shape.
 struct Lead {
     std::vector<Member> members;
@@ -269,6 +281,7 @@ struct Lead {
     std::future<msg::Result> own;        // rank 0's own share, on a thread
     std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread
     std::future<std::string> own_ready;     // rank 0's own readiness, on a thread
+    ControlCost cost;
     Hub hub;                             // destroyed before the members' Lines
 
     // The ranks of this step as rank 0 numbers them, for messages.
@@ -287,6 +300,11 @@ struct Lead {
     // Rank 0's own work (readiness, its share, a pair test) still running.
     bool own_work_running() const;
 };
+
+// The test hook MN_PREFLIGHT_START_LOG=FILE: every rank appends "RANK
+// UNIX-SECONDS" (its check's start, wall clock) to FILE, so that a
+// benchmark can tell launch skew from the rendezvous' own time.
+void log_start(const Self& self, double start);
 
 // The watchdog: nothing outlives --timeout.
 void set_phase(const std::string& p, const std::string& waiting = "");
