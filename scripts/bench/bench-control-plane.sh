@@ -45,8 +45,15 @@ flock 9
 export MN_CLUSTER_NODES=$maxn
 trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 t0=$(date +%s)
-bash scripts/cluster/local-cluster.sh start >/dev/null || { echo "bench-control-plane: the cluster did not start"; exit 1; }
+# On a busy machine 32 slurmd may register after local-cluster.sh has
+# stopped waiting: give them a while longer.
+started() { [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)" = "$maxn" ]; }
+# A cluster a run before left half up (namespaces of a larger one) first goes.
+bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
+bash scripts/cluster/local-cluster.sh start >/dev/null 2>&1
 eval "$(bash scripts/cluster/local-cluster.sh env)"
+for _ in $(seq 60); do started && break; sleep 2; done
+started || { echo "bench-control-plane: the cluster did not start"; sinfo; exit 1; }
 out=$(mktemp -d /tmp/mn-ctlbench.XXXXXX)
 rows=$out/rows.tsv
 echo "== mn-preflight's control plane, CPU path, $runs runs per shape; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start; $(uname -r); $(date -u +%F)"
