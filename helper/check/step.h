@@ -106,6 +106,11 @@ public:
         std::lock_guard<std::mutex> g(*mu_);
         return msg::send(fd_.get(), m, d);
     }
+    // A message encoded once for many lines (rank 0's words to every rank).
+    bool send_fields(const wire::Fields& f, const Deadline& d) {
+        std::lock_guard<std::mutex> g(*mu_);
+        return wire::send_msg(fd_.get(), f, d);
+    }
 
 private:
     Fd fd_;
@@ -226,6 +231,9 @@ struct Step {
     // the rendezvous: "" or the fault, and the readings.
     std::shared_future<std::pair<std::string, std::vector<GpuReadings>>> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
+    // CPU path: the buffer set up at launch (prepare_self), beside the
+    // rendezvous as the GPUs' set-up is: "" or its fault; none when not.
+    std::optional<std::string> ring_ready;
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
 };
 
@@ -290,10 +298,13 @@ struct Lead {
     // The next message from any rank (or a rank's end); none at d.
     std::optional<Heard> hear(const Deadline& d) { return hub.next(d); }
     // Sends to every rank but 0.
+    // Encoded once: each rank woken by it competes for the CPU with rank
+    // 0's loop, so the loop does as little as it can (doc/scale.md).
     template <typename M>
     void tell_all(const M& m, const Deadline& d) {
+        const wire::Fields f = msg::encode(m);
         for (uint32_t r = 1; r < members.size(); ++r)
-            if (members[r].ctl) members[r].ctl.send(m, d);
+            if (members[r].ctl) members[r].ctl.send_fields(f, d);
     }
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
@@ -344,6 +355,9 @@ int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's
 void lead_pairs(Step& st, Lead& l);
 // verdict.cc
 int verdict(Step& st, Lead& l);             // rank 0: blame, print, tell every rank done or stop
+
+// The CPU path's buffer of `bytes`, written and read back: "" or what is wrong.
+std::string prepare_ring(std::vector<float>& ring, std::size_t bytes);
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {

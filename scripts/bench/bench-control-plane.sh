@@ -101,7 +101,7 @@ if "ctl" in r:
 else:
     print(f"  {r['build']:<7} {r['shape']:>5} #{r['run']} exit {r['rc']} {r['verdict']} wall {r['wall']:6.2f} s (no figures)")
 EOF
-  [ "$rc" = 0 ] || sed -n '1,6p' "$f.err" | sed 's/^/      /'
+  [ "$rc" = 0 ] || { python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print("\n".join(r.get("problems", [])[:4]) or r.get("timed_out", ""))' "$f.json" 2>/dev/null; sed -n '1,6p' "$f.err"; } | sed 's/^/      /'
 }
 
 for s in $shapes; do
