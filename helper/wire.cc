@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -48,6 +49,8 @@ void tune(int fd) {
 
 std::string errtext() { return std::strerror(errno); }
 
+std::atomic<uint64_t> g_msgs_out{0}, g_msgs_in{0}, g_bytes_out{0}, g_bytes_in{0};
+
 }  // namespace
 
 Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) {
@@ -65,7 +68,10 @@ Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) 
         return Problem{"cannot listen on " + (addr.empty() ? std::string("*") : addr) + ":" + std::to_string(port) +
                            ": " + errtext(),
                        port ? "another process holds the port; use a new step (its MASTER_PORT differs)" : ""};
-    if (::listen(fd.get(), 512) != 0) return Problem{"listen: " + errtext(), ""};
+    // A step's ranks connect at once: a backlog that holds them all (the
+    // kernel caps it at net.core.somaxconn), or SYNs are dropped and retried
+    // a second later.
+    if (::listen(fd.get(), 8192) != 0) return Problem{"listen: " + errtext(), ""};
     fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
     socklen_t len = sizeof sa;
     getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
@@ -229,6 +235,8 @@ bool send_msg(int fd, const Fields& f, const Deadline& d) {
     const std::string body = encode(f);
     unsigned char len[4] = {static_cast<unsigned char>(body.size() >> 24), static_cast<unsigned char>(body.size() >> 16),
                             static_cast<unsigned char>(body.size() >> 8), static_cast<unsigned char>(body.size())};
+    g_msgs_out += 1;
+    g_bytes_out += 4 + body.size();
     return send_all(fd, len, 4, d) && send_all(fd, body.data(), body.size(), d);
 }
 
@@ -243,6 +251,8 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     }
     std::string body(n, '\0');
     if (!exchange(fd, nullptr, 0, fd, body.data(), n, d, err)) return std::nullopt;
+    g_msgs_in += 1;
+    g_bytes_in += 4 + n;
     return decode(body);
 }
 
@@ -274,38 +284,49 @@ std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     if (s.buf.size() < 4 + n) return std::nullopt;
     Event e{key, decode(s.buf.substr(4, n)), ""};
     s.buf.erase(0, 4 + n);
+    g_msgs_in += 1;
+    g_bytes_in += 4 + n;
     return e;
 }
 
-std::optional<Mux::Event> Mux::read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys) {
+void Mux::read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys) {
     for (std::size_t i = 0; i < keys.size(); ++i) {
         if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
         Source& s = src_[keys[i]];
         char chunk[65536];
         ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
-        if (k > 0) {
-            s.buf.append(chunk, static_cast<std::size_t>(k));
-        } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        if (k > 0) s.buf.append(chunk, static_cast<std::size_t>(k));
+        else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+        // Every whole message, then (once) the end: nothing said before a
+        // close is lost.
+        while (!s.closed)
+            if (auto e = take(keys[i], s)) ready_.push_back(std::move(*e));
+            else break;
+        if (k <= 0 && !s.closed) {
             s.closed = true;
-            if (auto e = take(keys[i], s)) return e;
-            return Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()};
+            ready_.push_back(Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()});
         }
     }
-    return std::nullopt;
 }
 
 std::optional<Mux::Event> Mux::next(const Deadline& d) {
     bool last = false;
     while (true) {
+        if (!ready_.empty()) {
+            Event e = std::move(ready_.front());
+            ready_.pop_front();
+            return e;
+        }
+        if (last) return std::nullopt;
         std::vector<pollfd> p;
         std::vector<std::size_t> keys;
+        p.reserve(src_.size() + 1);
+        keys.reserve(src_.size());
         for (auto& [k, s] : src_) {
             if (s.closed) continue;
-            if (auto e = take(k, s)) return e;
             p.push_back({s.fd, POLLIN, 0});
             keys.push_back(k);
         }
-        if (last) return std::nullopt;
         // After the deadline, one round that reads what is there already.
         last = d.passed();
         if (wake_[0] >= 0) p.push_back({wake_[0], POLLIN, 0});
@@ -316,8 +337,12 @@ std::optional<Mux::Event> Mux::next(const Deadline& d) {
             }
             last = true;  // read what came with it, then return
         }
-        if (auto e = read_ready(p, keys)) return e;
+        read_ready(p, keys);
     }
+}
+
+Traffic traffic() {
+    return {g_msgs_out.load(), g_msgs_in.load(), g_bytes_out.load(), g_bytes_in.load()};
 }
 
 }  // namespace mn::wire

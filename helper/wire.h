@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -108,9 +109,22 @@ private:
         bool closed = false;
     };
     std::map<std::size_t, Source> src_;
+    // Whole messages (and ends) already read, in order: one poll reads
+    // every socket that has data, so a message costs O(1), not a poll over
+    // every rank's socket (rank 0 hears 2 beats per rank per second).
+    std::deque<Event> ready_;
     int wake_[2] = {-1, -1};
     std::optional<Event> take(std::size_t key, Source& s);
-    std::optional<Event> read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
+    void read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
 };
+
+// This process's control-plane traffic, counted where messages are framed
+// (send_msg, recv_msg, Mux; data transfers are not counted): rank 0's
+// share is what doc/scale.md models and bench-control-plane.sh measures.
+struct Traffic {
+    uint64_t messages_sent = 0, messages_received = 0;
+    uint64_t bytes_sent = 0, bytes_received = 0;
+};
+Traffic traffic();
 
 }  // namespace mn::wire

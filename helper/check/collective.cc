@@ -45,6 +45,18 @@ bool ring_allreduce(float* buf, std::size_t count, uint32_t pos, uint32_t n, int
 
 }  // namespace
 
+std::string prepare_ring(std::vector<float>& ring, std::size_t bytes) {
+    try {
+        ring.assign(bytes / sizeof(float), 0.0f);
+    } catch (const std::bad_alloc&) {
+        return "cannot allocate the " + num(bytes / 1048576.0, -1) + " MiB all-reduce buffer";
+    }
+    fill_pattern(ring, 0);
+    if (std::string bad = check_pattern(ring, 1); !bad.empty())
+        return "the all-reduce buffer does not hold what was written: " + bad;
+    return "";
+}
+
 Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, int next_fd, int prev_fd,
                  const Deadline& d, double budget) {
     Timed t;
@@ -263,7 +275,11 @@ void start_collective(Step& st, Lead& l) {
     // inside nodes (a color per GPU pair), each lane of a rank its color.
     const auto gpu_rounds = l.gpu_path ? gpu_pair_plan(st, l) : std::vector<std::vector<int>>{};
     set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
-    for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send(plan_for(st, l, r, lanes, id, gpu_rounds), st.end);
+    // Every plan encoded before the first goes out: a rank that has its
+    // plan starts work and competes with this loop for the CPU.
+    std::vector<wire::Fields> plans(world);
+    for (uint32_t r = 1; r < world; ++r) plans[r] = msg::encode(plan_for(st, l, r, lanes, id, gpu_rounds));
+    for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send_fields(plans[r], st.end);
     auto own = std::make_shared<std::promise<msg::Result>>();
     l.own = own->get_future();
     std::thread([own, plan = plan_for(st, l, 0, lanes, id, gpu_rounds), &st] {
@@ -366,8 +382,12 @@ bool sum_up(Step& st, Lead& l) {
 bool lead_collective(Step& st, Lead& l) {
     l.phase = "collective";
     l.hub.stage(msg::Stage::Collective);
+    l.cost.mark("readiness", st.start);
     start_collective(st, l);
-    if (!collect_results(st, l) || !sum_up(st, l)) return false;
+    l.cost.mark("go", st.start);
+    const bool ok = collect_results(st, l) && sum_up(st, l);
+    l.cost.mark("collective", st.start);
+    if (!ok) return false;
     progress(st.self, "all-reduce: busbw " + num(l.rep.coll.busbw_gbps) + " GB/s, result " +
                           (l.rep.coll.correct ? "correct" : "WRONG") + " (" + num(now_s() - st.start) + " s)");
     return true;

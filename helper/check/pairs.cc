@@ -275,6 +275,7 @@ void lead_pairs(Step& st, Lead& l) {
     l.hub.stage(msg::Stage::Pairs);
     if (l.gpu_path) gpu_pairs(st, l);
     else cpu_pairs(st, l);
+    l.cost.mark("pairs", st.start);
 }
 
 int serve_pairs(Step& st, Follower& f) {

@@ -2,7 +2,9 @@
 // data port), connects to rank 0 at MASTER_ADDR:MASTER_PORT and proves it
 // holds the step's secret. Budget: half of --timeout.
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <random>
 #include <set>
@@ -41,7 +44,11 @@ unsigned interface_mtu(const std::string& ifname) {
 std::string random_hex(std::size_t bytes) {
     std::random_device rd;
     std::string raw;
-    for (std::size_t i = 0; i < bytes; ++i) raw.push_back(static_cast<char>(rd() & 0xff));
+    // Every bit of each draw: a draw may be a system call.
+    for (uint32_t v = 0; raw.size() < bytes; v >>= 8) {
+        if (raw.size() % 4 == 0) v = rd();
+        raw.push_back(static_cast<char>(v & 0xff));
+    }
     return to_hex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
 }
 
@@ -64,6 +71,23 @@ void local_facts(Step& st) {
     }
     st.ifname = interface_towards(st.self.master, SystemNetwork{});
     if (st.sig.fabric == "socket") st.sig.mtu = interface_mtu(st.ifname);
+}
+
+// Rank 0 may hold a connection per rank (a standby too, taking over):
+// the soft open-file limit is raised to what the step needs, within the
+// hard one; below that rank 0 says so, naming the fix.
+void allow_connections(const Self& self) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+    const rlim_t need = self.world + 64;
+    if (lim.rlim_cur >= need) return;
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(need, lim.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &lim);
+    if (self.rank == 0 && lim.rlim_cur < need)
+        std::fprintf(stderr, "mn-preflight: %s rank 0: %u ranks need %lu open files, the limit is %lu: raise it "
+                             "(ulimit -n in the job, or slurmd's LimitNOFILE with PropagateResourceLimits)\n",
+                     self.label.c_str(), self.world, static_cast<unsigned long>(need),
+                     static_cast<unsigned long>(lim.rlim_cur));
 }
 
 std::string missing_ranks(const std::vector<Member>& m, const std::vector<bool>& have) {
@@ -133,6 +157,8 @@ Outcome<Self> read_self() {
 }
 
 bool prepare_self(Step& st) {
+    log_start(st.self, st.start);
+    if (st.self.rank <= kStandbys) allow_connections(st.self);
     local_facts(st);
     // NCCL reads its variables once, at its first call (even
     // ncclGetVersion): its INFO lines, which say the transport each channel
@@ -167,6 +193,10 @@ bool prepare_self(Step& st) {
                            return std::make_pair(e, gpu::health(devs));
                        }).share();
     }
+    // No GPUs: the CPU path's buffer, now, beside the rendezvous, as the
+    // GPUs' set-up is (readiness then has nothing left to do).
+    if (!st.ga.ok && !setup_fails_on_purpose(st.self.rank))
+        st.ring_ready = prepare_ring(st.ring, st.o.bytes ? st.o.bytes : (4u << 20));
     auto data_listen = wire::listen_tcp("", 0, &st.data_port);
     if (!data_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), data_listen.problem().text().c_str());
@@ -234,15 +264,27 @@ bool join(Step& st, Follower& f) {
 
 namespace {
 
-// One connection to MASTER_PORT: the challenge, then a hello proving the
-// step secret. The member's rank, or none (what was wrong is noted).
-std::optional<uint32_t> admit(Step& st, Lead& l, Fd c, const std::string& peer, const std::vector<bool>& have) {
+// A connection to MASTER_PORT that was sent its challenge and owes its hello.
+struct Caller {
+    Fd fd;
+    std::string nonce, peer;
+    Deadline by;
+};
+
+// A new connection gets its challenge and joins the callers.
+void challenge(const Step& st, Fd c, const std::string& peer, std::vector<Caller>& callers) {
+    Caller k{std::move(c), random_hex(16), peer, Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())))};
+    if (msg::send(k.fd.get(), msg::Challenge{k.nonce}, k.by)) callers.push_back(std::move(k));
+}
+
+// A caller's hello, proving the step secret: the member's rank, or none
+// (what was wrong is noted).
+std::optional<uint32_t> admit(Step& st, Lead& l, Caller& k, const std::vector<bool>& have) {
     const Self& self = st.self;
-    const std::string nonce = random_hex(16);
-    const Deadline hs = Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())));
+    const std::string& peer = k.peer;
     std::string err;
-    if (!msg::send(c.get(), msg::Challenge{nonce}, hs)) return std::nullopt;
-    auto fields = wire::recv_msg(c.get(), hs, &err);
+    // It has begun to arrive: the rest is a moment away.
+    auto fields = wire::recv_msg(k.fd.get(), Deadline::in(std::min(0.5, std::max(0.1, k.by.left()))), &err);
     if (!fields) {
         l.rep.notes.push_back("a connection from " + peer + " sent no greeting (" + err + ")");
         return std::nullopt;
@@ -254,7 +296,7 @@ std::optional<uint32_t> admit(Step& st, Lead& l, Fd c, const std::string& peer, 
         return std::nullopt;
     }
     const uint32_t r = h->rank;
-    if (h->proof != hmac_hex(self.secret, nonce + ":" + std::to_string(r))) {
+    if (h->proof != hmac_hex(self.secret, k.nonce + ":" + std::to_string(r))) {
         l.rep.notes.push_back("refused a connection from " + peer + " claiming rank " + std::to_string(r) +
                               ": it does not hold this step's secret");
         std::fprintf(stderr, "mn-preflight: %s\n", l.rep.notes.back().c_str());
@@ -265,9 +307,41 @@ std::optional<uint32_t> admit(Step& st, Lead& l, Fd c, const std::string& peer, 
         return std::nullopt;
     }
     l.members[r].hello = h.value();
-    l.members[r].ctl = Line(std::move(c));
+    l.members[r].ctl = Line(std::move(k.fd));
     l.hub.add(r, &l.members[r].ctl);
     return r;
+}
+
+// One turn of the rendezvous: a poll over the listening socket and every
+// caller, so that handshakes overlap and a rank slow to answer its
+// challenge holds up nobody. New connections get their challenges; hellos
+// that came are admitted (rank 0's `have` and count updated).
+void answer_callers(Step& st, Lead& l, int lfd, std::vector<Caller>& callers, std::vector<bool>& have,
+                    uint32_t& arrived) {
+    std::vector<pollfd> p{{lfd, POLLIN, 0}};
+    for (const Caller& k : callers) p.push_back({k.fd.get(), POLLIN, 0});
+    ::poll(p.data(), p.size(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))).poll_ms());
+    std::vector<Caller> owing;
+    for (std::size_t i = 0; i < callers.size(); ++i) {
+        Caller& k = callers[i];
+        if (p[i + 1].revents & (POLLIN | POLLERR | POLLHUP)) {
+            if (auto r = admit(st, l, k, have)) {
+                have[*r] = true;
+                ++arrived;
+            }
+        } else if (!k.by.passed()) {
+            owing.push_back(std::move(k));
+        } else {
+            l.rep.notes.push_back("a connection from " + k.peer + " sent no greeting (time ran out)");
+        }
+    }
+    callers = std::move(owing);
+    if (!(p[0].revents & POLLIN)) return;
+    std::string peer;
+    while (auto c = wire::accept_one(lfd, Deadline::in(0), &peer)) {
+        ++l.cost.accepted;
+        challenge(st, std::move(c.value()), peer, callers);
+    }
 }
 
 // A rank that arrived went silent or away before the others came: the
@@ -335,6 +409,9 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     l.members.resize(self.world);
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    l.cost.start_unix = ts.tv_sec + ts.tv_nsec / 1e9 - (now_s() - st.start);
     l.hub.start(self, st.o.json);
     l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
@@ -343,20 +420,22 @@ bool gather(Step& st, Lead& l) {
     have[0] = true;
     uint32_t arrived = 1;
     set_phase("rendezvous", missing_ranks(l.members, have));
+    std::vector<Caller> callers;
+    double told = now_s();
     while (arrived < self.world && !st.rdzv.passed()) {
         // Those already here are heard meanwhile: one that dies or stops
         // answering ends the rendezvous at once.
         while (auto h = l.hear(Deadline::in(0)))
             if (!h->msg) return lost_in_rendezvous(l, have, *h);
-        std::string peer;
-        auto c = wire::accept_one(lfd->get(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))), &peer);
-        if (!c) continue;
-        auto r = admit(st, l, std::move(c.value()), peer, have);
-        if (!r) continue;
-        have[*r] = true;
-        ++arrived;
-        set_phase("rendezvous", missing_ranks(l.members, have));
+        answer_callers(st, l, lfd->get(), callers, have, arrived);
+        // Who is missing, for a time-out: every few turns, not every
+        // arrival (it reads every rank).
+        if (now_s() - told > 0.25) {
+            set_phase("rendezvous", missing_ranks(l.members, have));
+            told = now_s();
+        }
     }
+    set_phase("rendezvous", missing_ranks(l.members, have));
     place_nodes(l, have);
     if (arrived < self.world) {
         l.rep.timed_out = "rendezvous: " + missing_ranks(l.members, have) + " at " + self.master + ":" +
@@ -365,6 +444,7 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     send_roster(st, l);
+    l.cost.mark("rendezvous", st.start);
     progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(l.rep.nodes.size()) +
                        " nodes in " + num(now_s() - st.start) + " s");
     return true;

@@ -2,6 +2,9 @@
 
 #include "build_config.h"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -84,8 +88,62 @@ bool hook_names_rank(const char* var, uint32_t rank) {
 }
 }  // namespace
 
+void log_start(const Self& self, double start) {
+#ifdef MN_TEST_HOOKS
+    const std::string file = env_or("MN_PREFLIGHT_START_LOG");
+    if (file.empty()) return;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    const double unix_now = ts.tv_sec + ts.tv_nsec / 1e9;
+    if (FILE* f = std::fopen(file.c_str(), "a")) {
+        std::fprintf(f, "%u %.6f\n", self.rank, unix_now - (now_s() - start));
+        std::fclose(f);
+    }
+#else
+    (void)self, (void)start;
+#endif
+}
+
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
+
+// ---- the control plane's cost ----------------------------------------------
+
+namespace {
+
+// This process's open sockets (its control connections and listeners).
+unsigned open_sockets() {
+    unsigned n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (const dirent* e = readdir(d)) {
+            struct stat sb {};
+            if (e->d_name[0] != '.' && fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISSOCK(sb.st_mode)) ++n;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+}  // namespace
+
+std::string ControlCost::json(double start) const {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    const double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    const wire::Traffic t = wire::traffic();
+    std::string phases;
+    double prev = 0;
+    for (const auto& [phase, end] : marks) {
+        phases += (phases.empty() ? "" : ",") + json_string(phase) + ":" + num(end - prev, 4);
+        prev = end;
+    }
+    return ",\"control\":{\"phases_s\":{" + phases + "},\"start_unix\":" + num(start_unix, 6) +
+           ",\"elapsed_s\":" + num(now_s() - start, 4) + ",\"accepted\":" + std::to_string(accepted) +
+           ",\"sockets\":" + std::to_string(open_sockets()) + ",\"messages_sent\":" + std::to_string(t.messages_sent) +
+           ",\"messages_received\":" + std::to_string(t.messages_received) +
+           ",\"bytes_sent\":" + std::to_string(t.bytes_sent) + ",\"bytes_received\":" + std::to_string(t.bytes_received) +
+           ",\"cpu_s\":" + num(cpu, 4) + ",\"max_rss_kib\":" + std::to_string(ru.ru_maxrss) + "}";
+}
 
 // ---- the watchdog -------------------------------------------------------------
 

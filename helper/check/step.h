@@ -106,6 +106,11 @@ public:
         std::lock_guard<std::mutex> g(*mu_);
         return msg::send(fd_.get(), m, d);
     }
+    // A message encoded once for many lines (rank 0's words to every rank).
+    bool send_fields(const wire::Fields& f, const Deadline& d) {
+        std::lock_guard<std::mutex> g(*mu_);
+        return wire::send_msg(fd_.get(), f, d);
+    }
 
 private:
     Fd fd_;
@@ -226,6 +231,9 @@ struct Step {
     // the rendezvous: "" or the fault, and the readings.
     std::shared_future<std::pair<std::string, std::vector<GpuReadings>>> gpu_setup;
     std::vector<float> ring;  // CPU path: the all-reduce buffer, from readiness
+    // CPU path: the buffer set up at launch (prepare_self), beside the
+    // rendezvous as the GPUs' set-up is: "" or its fault; none when not.
+    std::optional<std::string> ring_ready;
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
 };
 
@@ -252,6 +260,18 @@ struct Follower {
     Inbox inbox;
 };
 
+// Rank 0's view of what the control plane itself cost (doc/scale.md; the
+// "control" object of --json): each phase's end in seconds from the
+// check's start, the connections it accepted, and at the verdict its
+// traffic (wire::traffic), sockets and CPU time.
+struct ControlCost {
+    std::vector<std::pair<std::string, double>> marks;  // phase, its end (s from start)
+    double start_unix = 0;                               // the check's start, wall clock
+    uint32_t accepted = 0;                               // connections taken on MASTER_PORT
+    void mark(const std::string& phase, double start) { marks.push_back({phase, now_s() - start}); }
+    std::string json(double start) const;               // ,"control":{...}
+};
+
 // Rank 0: the members, what they said, and the report taking shape.
 struct Lead {
     std::vector<Member> members;
@@ -269,6 +289,7 @@ struct Lead {
     std::future<msg::Result> own;        // rank 0's own share, on a thread
     std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread
     std::future<std::string> own_ready;     // rank 0's own readiness, on a thread
+    ControlCost cost;
     Hub hub;                             // destroyed before the members' Lines
 
     // The ranks of this step as rank 0 numbers them, for messages.
@@ -277,16 +298,24 @@ struct Lead {
     // The next message from any rank (or a rank's end); none at d.
     std::optional<Heard> hear(const Deadline& d) { return hub.next(d); }
     // Sends to every rank but 0.
+    // Encoded once: each rank woken by it competes for the CPU with rank
+    // 0's loop, so the loop does as little as it can (doc/scale.md).
     template <typename M>
     void tell_all(const M& m, const Deadline& d) {
+        const wire::Fields f = msg::encode(m);
         for (uint32_t r = 1; r < members.size(); ++r)
-            if (members[r].ctl) members[r].ctl.send(m, d);
+            if (members[r].ctl) members[r].ctl.send_fields(f, d);
     }
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
     // Rank 0's own work (readiness, its share, a pair test) still running.
     bool own_work_running() const;
 };
+
+// The test hook MN_PREFLIGHT_START_LOG=FILE: every rank appends "RANK
+// UNIX-SECONDS" (its check's start, wall clock) to FILE, so that a
+// benchmark can tell launch skew from the rendezvous' own time.
+void log_start(const Self& self, double start);
 
 // The watchdog: nothing outlives --timeout.
 void set_phase(const std::string& p, const std::string& waiting = "");
@@ -332,6 +361,9 @@ void remember_prolog(const PrologOptions& o, const std::string& host, const std:
                      const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus);
 bool fingerprints_alike(Lead& l);              // rank 0, readiness: the odd nodes named
 void remember(const Step& st, const Lead& l);  // rank 0, after the verdict: history lines, metrics files
+
+// The CPU path's buffer of `bytes`, written and read back: "" or what is wrong.
+std::string prepare_ring(std::vector<float>& ring, std::size_t bytes);
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {

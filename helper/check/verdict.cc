@@ -57,7 +57,12 @@ int verdict(Step& st, Lead& l) {
     rep.elapsed = now_s() - st.start;
     judge(rep);
     mark_done();
-    const std::string out = st.o.json ? report_json(rep) : report_table(rep);
+    std::string out = st.o.json ? report_json(rep) : report_table(rep);
+    // The control plane's own cost, inside the JSON object (doc/scale.md).
+    if (st.o.json && out.size() > 2) {
+        l.cost.mark("verdict", st.start);
+        out.insert(out.size() - 2, l.cost.json(st.start));
+    }
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
     remember(st, l);

@@ -170,10 +170,13 @@ net_up() {
 }
 
 net_down() {
-  local i
-  for ((i = 0; i < 16; i++)); do
-    ip netns del "$(node_name $i)" 2>/dev/null || true
-    ip link del "mnv$i" 2>/dev/null || true
+  local n
+  # Every node namespace there is, not only this start's MN_CLUSTER_NODES:
+  # one left by a larger cluster would be skipped by net_up, its veth on no
+  # bridge, and its slurmd would never reach slurmctld.
+  for n in $(ip netns list | awk '$1 ~ /^node[0-9]+$/ {print $1}'); do
+    ip netns del "$n" 2>/dev/null || true
+    ip link del "mnv${n#node}" 2>/dev/null || true
   done
   ip link del $BRIDGE 2>/dev/null || true
 }
