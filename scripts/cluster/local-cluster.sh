@@ -16,8 +16,8 @@
 # MN_CLUSTER_NODES (default 3), MN_PLUGIN (default: the build's
 # spank/.libs/mn_nccl.so), MN_CLUSTER_SELF_LOOPBACK (1: own name -> 127.0.1.1),
 # MN_SLURMD_PRELOAD (a library preloaded into slurmd and so slurmstepd, e.g.
-# the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS and UBSAN_OPTIONS go
-# with it).
+# the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS, or
+# MN_SLURMD_ASAN_OPTIONS when set, and UBSAN_OPTIONS go with it).
 # MN_PLUGSTACK=FILE (plugstack.conf includes FILE, e.g. an installed package's
 # /etc/slurm/plugstack.conf.d/mn_nccl.conf, instead of naming the build's plugin).
 # MN_CLUSTER_CGROUP=devices: task/cgroup with ConstrainDevices=yes (device
@@ -221,7 +221,7 @@ start() {
   # slurmstepd inherits slurmd's environment, so a sanitized plugin finds
   # its runtime loaded first.
   [ -z "${MN_SLURMD_PRELOAD:-}" ] ||
-    preload="env LD_PRELOAD='$MN_SLURMD_PRELOAD' ASAN_OPTIONS='${ASAN_OPTIONS:-}' UBSAN_OPTIONS='${UBSAN_OPTIONS:-}'"
+    preload="env LD_PRELOAD='$MN_SLURMD_PRELOAD' ASAN_OPTIONS='${MN_SLURMD_ASAN_OPTIONS:-${ASAN_OPTIONS:-}}' UBSAN_OPTIONS='${UBSAN_OPTIONS:-}'"
   for ((i = 0; i < NODES; i++)); do
     n=$(node_name $i)
     mkdir -p "$DIR/spool/$n"
