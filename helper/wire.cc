@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -256,16 +258,39 @@ std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
     return decode(body);
 }
 
+namespace {
+constexpr uint64_t kWakeKey = ~uint64_t{0};
+}  // namespace
+
 Mux::Mux() {
-    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+    ep_ = epoll_create1(EPOLL_CLOEXEC);
+    if (ep_ < 0) throw std::runtime_error("cannot create an epoll instance: " + errtext());
+    if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+        wake_[0] = wake_[1] = -1;
+        return;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kWakeKey;
+    epoll_ctl(ep_, EPOLL_CTL_ADD, wake_[0], &ev);
 }
 
 Mux::~Mux() {
     for (int fd : wake_)
         if (fd >= 0) ::close(fd);
+    if (ep_ >= 0) ::close(ep_);
 }
 
-void Mux::add(std::size_t key, int fd) { src_[key] = Source{fd, "", false}; }
+void Mux::add(std::size_t key, int fd) {
+    // A key given a new socket (a rank reconnecting) stops hearing its old one.
+    if (auto it = src_.find(key); it != src_.end() && !it->second.closed)
+        epoll_ctl(ep_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+    src_[key] = Source{fd, "", false};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = key;
+    if (epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &ev) != 0 && errno == EEXIST) epoll_ctl(ep_, EPOLL_CTL_MOD, fd, &ev);
+}
 
 void Mux::wake() {
     const char b = 1;
@@ -289,28 +314,30 @@ std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
     return e;
 }
 
-void Mux::read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys) {
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        if (!(p[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
-        Source& s = src_[keys[i]];
-        char chunk[65536];
-        ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
-        if (k > 0) s.buf.append(chunk, static_cast<std::size_t>(k));
-        else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
-        // Every whole message, then (once) the end: nothing said before a
-        // close is lost.
-        while (!s.closed)
-            if (auto e = take(keys[i], s)) ready_.push_back(std::move(*e));
-            else break;
-        if (k <= 0 && !s.closed) {
-            s.closed = true;
-            ready_.push_back(Event{keys[i], std::nullopt, k == 0 ? "the connection closed" : "recv: " + errtext()});
-        }
+void Mux::read_one(std::size_t key) {
+    auto it = src_.find(key);
+    if (it == src_.end() || it->second.closed) return;
+    Source& s = it->second;
+    char chunk[65536];
+    ssize_t k = ::recv(s.fd, chunk, sizeof chunk, 0);
+    if (k > 0) s.buf.append(chunk, static_cast<std::size_t>(k));
+    else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    const std::string why = k == 0 ? "the connection closed" : k < 0 ? "recv: " + errtext() : "";
+    // Every whole message, then (once) the end: nothing said before a
+    // close is lost.
+    while (!s.closed)
+        if (auto e = take(key, s)) ready_.push_back(std::move(*e));
+        else break;
+    if (k <= 0 && !s.closed) {
+        s.closed = true;
+        ready_.push_back(Event{key, std::nullopt, why});
     }
+    if (s.closed) epoll_ctl(ep_, EPOLL_CTL_DEL, s.fd, nullptr);
 }
 
 std::optional<Mux::Event> Mux::next(const Deadline& d) {
     bool last = false;
+    epoll_event evs[256];
     while (true) {
         if (!ready_.empty()) {
             Event e = std::move(ready_.front());
@@ -318,26 +345,20 @@ std::optional<Mux::Event> Mux::next(const Deadline& d) {
             return e;
         }
         if (last) return std::nullopt;
-        std::vector<pollfd> p;
-        std::vector<std::size_t> keys;
-        p.reserve(src_.size() + 1);
-        keys.reserve(src_.size());
-        for (auto& [k, s] : src_) {
-            if (s.closed) continue;
-            p.push_back({s.fd, POLLIN, 0});
-            keys.push_back(k);
-        }
         // After the deadline, one round that reads what is there already.
         last = d.passed();
-        if (wake_[0] >= 0) p.push_back({wake_[0], POLLIN, 0});
-        if (::poll(p.data(), p.size(), last ? 0 : d.poll_ms()) < 0 && errno != EINTR) return std::nullopt;
-        if (wake_[0] >= 0 && (p.back().revents & POLLIN)) {
-            char drain[64];
-            while (::read(wake_[0], drain, sizeof drain) > 0) {
+        const int n = epoll_wait(ep_, evs, 256, last ? 0 : d.poll_ms());
+        if (n < 0 && errno != EINTR) return std::nullopt;
+        for (int i = 0; i < n; ++i) {
+            if (evs[i].data.u64 == kWakeKey) {
+                char drain[64];
+                while (::read(wake_[0], drain, sizeof drain) > 0) {
+                }
+                last = true;  // read what came with it, then return
+                continue;
             }
-            last = true;  // read what came with it, then return
+            read_one(static_cast<std::size_t>(evs[i].data.u64));
         }
-        read_ready(p, keys);
     }
 }
 

@@ -109,13 +109,15 @@ private:
         bool closed = false;
     };
     std::map<std::size_t, Source> src_;
-    // Whole messages (and ends) already read, in order: one poll reads
-    // every socket that has data, so a message costs O(1), not a poll over
-    // every rank's socket (rank 0 hears 2 beats per rank per second).
+    // Whole messages (and ends) already read, in order: each wait reads
+    // every socket that has data, so a message costs O(1).
     std::deque<Event> ready_;
+    // epoll, not poll: a wait costs what is ready, not every rank's socket
+    // (rank 0 hears 2 beats per rank per second; doc/scale.md).
+    int ep_ = -1;
     int wake_[2] = {-1, -1};
     std::optional<Event> take(std::size_t key, Source& s);
-    void read_ready(const std::vector<pollfd>& p, const std::vector<std::size_t>& keys);
+    void read_one(std::size_t key);
 };
 
 // This process's control-plane traffic, counted where messages are framed

@@ -45,14 +45,15 @@ bool ring_allreduce(float* buf, std::size_t count, uint32_t pos, uint32_t n, int
 
 }  // namespace
 
-std::string prepare_ring(std::vector<float>& ring, std::size_t bytes) {
+std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t pos) {
     try {
         ring.assign(bytes / sizeof(float), 0.0f);
     } catch (const std::bad_alloc&) {
         return "cannot allocate the " + num(bytes / 1048576.0, -1) + " MiB all-reduce buffer";
     }
-    fill_pattern(ring, 0);
-    if (std::string bad = check_pattern(ring, 1); !bad.empty())
+    // This rank's own pattern, read back: the all-reduce starts from it.
+    fill_pattern(ring, pos);
+    if (std::string bad = check_fill(ring, pos); !bad.empty())
         return "the all-reduce buffer does not hold what was written: " + bad;
     return "";
 }
@@ -60,7 +61,6 @@ std::string prepare_ring(std::vector<float>& ring, std::size_t bytes) {
 Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, int next_fd, int prev_fd,
                  const Deadline& d, double budget) {
     Timed t;
-    fill_pattern(buf, pos);  // sums over positions 0..n-1, as check_pattern expects
     const std::size_t count = buf.size();
     if (count == 0) return t;
     // The buffer goes round in segments of 1 MiB, each with one more
@@ -175,7 +175,7 @@ msg::Result gpu_share(const msg::Plan& p, const Step& st) {
 }
 
 // The same on CPUs: the TCP ring, this rank between its two neighbours.
-msg::Result cpu_share(const msg::Plan& p, const Step& st) {
+msg::Result cpu_share(const msg::Plan& p, Step& st) {
     set_phase("ring connect");
     const uint32_t n = st.self.world, rank = st.self.rank;
     msg::Result out;
@@ -192,8 +192,14 @@ msg::Result cpu_share(const msg::Plan& p, const Step& st) {
         prev = std::move(pv.value());
     }
     set_phase("TCP ring all-reduce");
-    std::vector<float> buf = st.ring;
-    buf.resize(p.bytes / sizeof(float));
+    // The buffer readiness filled with this rank's pattern (at launch for
+    // the default size): taken, not copied, since every rank of a machine
+    // copying megabytes at the go starves rank 0's loop that sends it.
+    std::vector<float> buf = std::move(st.ring);
+    if (buf.size() != p.bytes / sizeof(float)) {
+        buf.assign(p.bytes / sizeof(float), 0.0f);
+        fill_pattern(buf, rank);
+    }
     Timed t = timed_ring(buf, p.iters, rank, n, next.get(), prev.get(), st.work_end, p.budget);
     // Name the ring neighbours: one of them is the likely culprit.
     if (!t.ok)
@@ -210,7 +216,7 @@ msg::Result cpu_share(const msg::Plan& p, const Step& st) {
 
 }  // namespace
 
-msg::Result run_share(const msg::Plan& plan, const Step& st) {
+msg::Result run_share(const msg::Plan& plan, Step& st) {
     if (exits_on_purpose(st.self.rank)) {
         std::fprintf(stderr, "mn-preflight: %s rank %u: ending on purpose as the collective starts "
                              "(MN_PREFLIGHT_EXIT_IN_COLLECTIVE: a test hook)\n",

@@ -40,7 +40,7 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
     if (setup_fails_on_purpose(st.self.rank)) return kHook;
     // Set up at launch for this size (prepare_self): nothing left to do.
     if (st.ring_ready && st.ring.size() == bytes / sizeof(float)) return *st.ring_ready;
-    return prepare_ring(st.ring, bytes);
+    return prepare_ring(st.ring, bytes, st.self.rank);
 }
 
 // Ranks of one host that open one GPU: each such node named, the check

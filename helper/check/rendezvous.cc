@@ -196,7 +196,7 @@ bool prepare_self(Step& st) {
     // No GPUs: the CPU path's buffer, now, beside the rendezvous, as the
     // GPUs' set-up is (readiness then has nothing left to do).
     if (!st.ga.ok && !setup_fails_on_purpose(st.self.rank))
-        st.ring_ready = prepare_ring(st.ring, st.o.bytes ? st.o.bytes : (4u << 20));
+        st.ring_ready = prepare_ring(st.ring, st.o.bytes ? st.o.bytes : (4u << 20), st.self.rank);
     auto data_listen = wire::listen_tcp("", 0, &st.data_port);
     if (!data_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), data_listen.problem().text().c_str());

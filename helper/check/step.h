@@ -348,7 +348,7 @@ bool lead_readiness(Step& st, Lead& l);     // rank 0: go, or the failure that s
 // collective.cc
 bool serve_collective(Step& st, Follower& f);
 bool lead_collective(Step& st, Lead& l);
-msg::Result run_share(const msg::Plan& plan, const Step& st);  // this rank's part of the all-reduce
+msg::Result run_share(const msg::Plan& plan, Step& st);  // this rank's part of the all-reduce
 // pairs.cc
 std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
 int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's cue, until done
@@ -362,8 +362,9 @@ void remember_prolog(const PrologOptions& o, const std::string& host, const std:
 bool fingerprints_alike(Lead& l);              // rank 0, readiness: the odd nodes named
 void remember(const Step& st, const Lead& l);  // rank 0, after the verdict: history lines, metrics files
 
-// The CPU path's buffer of `bytes`, written and read back: "" or what is wrong.
-std::string prepare_ring(std::vector<float>& ring, std::size_t bytes);
+// The CPU path's buffer of `bytes` with ring position `pos`'s pattern,
+// written and read back: "" or what is wrong.
+std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t pos);
 
 // The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
 struct Timed {
@@ -375,7 +376,7 @@ struct Timed {
 };
 // `iters` timed passes after one checked pass, each stopping early (all
 // ranks at once, by a vote carried in the data) once `budget` seconds have
-// gone; transfers give up at d.
+// gone; transfers give up at d. buf holds fill_pattern(pos) on entry.
 Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, int next_fd, int prev_fd,
                  const Deadline& d, double budget);
 Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,

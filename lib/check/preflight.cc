@@ -252,13 +252,21 @@ void fill_pattern(std::vector<float>& v, uint32_t rank) {
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * (1 + i % 7));
 }
 
-std::string check_pattern(const std::vector<float>& v, uint32_t nranks) {
-    const double s = double(nranks) * (nranks + 1) / 2;
+namespace {
+// "" when element i is m * (1 + i % 7) throughout.
+std::string check_multiple(const std::vector<float>& v, double m) {
     for (std::size_t i = 0; i < v.size(); ++i)
-        if (v[i] != static_cast<float>(s * (1 + i % 7)))
-            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(s * (1 + i % 7), -1);
+        if (v[i] != static_cast<float>(m * (1 + i % 7)))
+            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(m * (1 + i % 7), -1);
     return "";
 }
+}  // namespace
+
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks) {
+    return check_multiple(v, double(nranks) * (nranks + 1) / 2);
+}
+
+std::string check_fill(const std::vector<float>& v, uint32_t rank) { return check_multiple(v, double(rank) + 1); }
 
 std::string rank_ranges(std::vector<uint32_t> ranks) {
     std::sort(ranks.begin(), ranks.end());

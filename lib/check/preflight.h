@@ -133,6 +133,8 @@ std::vector<std::string> nccl_transports(const std::string& log);
 void fill_pattern(std::vector<float>& v, uint32_t rank);
 // "" when v holds the sum over ranks 0..nranks-1, else the first wrong element.
 std::string check_pattern(const std::vector<float>& v, uint32_t nranks);
+// "" when v holds rank's own pattern (a buffer read back after fill_pattern).
+std::string check_fill(const std::vector<float>& v, uint32_t rank);
 
 // "0-3,6" for a rank list.
 std::string rank_ranges(std::vector<uint32_t> ranks);

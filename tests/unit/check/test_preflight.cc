@@ -211,6 +211,12 @@ static void test_pattern_sums_and_names_a_bad_element(void**) {
     assert_contains(check_pattern(sum, 3), "element 0 is 10, expected 6");
     sum[9] += 1;
     assert_contains(check_pattern(sum, 4), "element 9 is 31, expected 30");
+    // A rank's own buffer read back: its pattern, not another rank's.
+    fill_pattern(one, 3);
+    assert_str(check_fill(one, 3), "");
+    assert_contains(check_fill(one, 2), "element 0 is 4, expected 3");
+    one[13] = 0;
+    assert_contains(check_fill(one, 3), "element 13 is 0, expected 28");
 }
 
 // GPU pairs inside nodes, as 2 nodes of 4 H200s give them (16 MiB pairs,
