@@ -13,8 +13,10 @@
 #                          its packages and build made first), e.g. to
 #                          reproduce one failure by hand
 #
-# Prints one table line per release (Slurm and torch versions, result, time)
-# and exits non-zero when any release fails. Roots are kept in
+# Several releases run at once, each in its own root, taking the one local
+# cluster in turn. Prints each release's log, then one table line per
+# release (Slurm and torch versions, result, time), and exits non-zero when
+# any release fails. Roots are kept in
 # MN_ROOTS_DIR (default /var/tmp/mn-roots) and reused; MN_ROOTS_FRESH=1
 # makes them anew. Each release's full log: MN_ROOTS_DIR/SUITE.test.log.
 # Needs root (debootstrap, chroot, mounts, the cluster's namespaces).
@@ -120,13 +122,16 @@ lock_root() {
   flock 8
 }
 
+# Writes SUITE's log to MN_ROOTS_DIR/SUITE.test.log (and, with --tee, to
+# stdout, each line prefixed) and its table line to SUITE.result.
 run_suite() {
-  local suite=$1 d=$ROOTS/$1 log=$ROOTS/$1.test.log start rc
+  local suite=$1 tee=${2:-} d=$ROOTS/$1 log=$ROOTS/$1.test.log start rc
   start=$(date +%s)
   echo "== release-matrix: $suite ($d)"
   lock_root "$suite"
+  rm -f "$ROOTS/$suite.result"
   if ! make_root "$suite" "$d"; then
-    result[$suite]="no root (debootstrap failed; $ROOTS/$suite.debootstrap.log)"
+    echo "$suite    no root (debootstrap failed; $ROOTS/$suite.debootstrap.log)" >"$ROOTS/$suite.result"
     return 1
   fi
   mount_root "$d"
@@ -134,15 +139,15 @@ run_suite() {
   copy_tree "$d/root/mn-nccl"
   chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     MN_CLUSTER_LOCK=/tmp/mn-cluster.lock bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
-    sed -u "s/^/[$suite] /" | tee "$log"
+    sed -u "s/^/[$suite] /" | if [ "$tee" = --tee ]; then tee "$log"; else cat >"$log"; fi
   rc=${PIPESTATUS[0]}
   local slurm torch counts
   slurm=$(chroot "$d" dpkg-query -W -f='${Version}' slurmd 2>/dev/null)
   torch=$(chroot "$d" dpkg-query -W -f='${Version}' python3-torch 2>/dev/null)
   counts=$(sed -n 's/^\[[a-z]*\] \([0-9]* passed, [0-9]* failed\)$/\1/p' "$log" | tail -1)
   umount_root "$d"
-  result[$suite]=$(printf '%-9s Slurm %-14s torch %-14s %-22s %4ss' "$suite" "${slurm:-?}" "${torch:-?}" \
-    "${counts:-no summary}" "$(($(date +%s) - start))")
+  printf '%-9s Slurm %-14s torch %-14s %-22s %4ss\n' "$suite" "${slurm:-?}" "${torch:-?}" \
+    "${counts:-no summary}" "$(($(date +%s) - start))" >"$ROOTS/$suite.result"
   [ "$rc" -eq 0 ]
 }
 
@@ -161,12 +166,26 @@ if [ "${1:-}" = --run ]; then
     'cd /root/mn-nccl && bash scripts/install-deps.sh >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
   exit
 fi
-declare -A result
 failed=0
-for s in "${suites[@]}"; do
-  run_suite "$s" || failed=$((failed + 1))
-done
+if [ ${#suites[@]} -eq 1 ]; then
+  run_suite "${suites[0]}" --tee || failed=1
+else
+  # The roots at once: each installs, builds and runs its unit tests while
+  # the others do (the CPU work), and takes the one local cluster when it is
+  # free (/tmp/mn-cluster.lock). One after the other, the last root's build
+  # only began once the first had finished all its tests. Each log is
+  # printed whole, in order, at the end.
+  declare -A pid
+  for s in "${suites[@]}"; do
+    run_suite "$s" &
+    pid[$s]=$!
+  done
+  for s in "${suites[@]}"; do
+    wait "${pid[$s]}" || failed=$((failed + 1))
+  done
+  for s in "${suites[@]}"; do cat "$ROOTS/$s.test.log" 2>/dev/null; done
+fi
 echo
 echo "release-matrix:"
-for s in "${suites[@]}"; do echo "  ${result[$s]}"; done
+for s in "${suites[@]}"; do echo "  $(cat "$ROOTS/$s.result" 2>/dev/null || echo "$s    no result")"; done
 [ "$failed" -eq 0 ]
