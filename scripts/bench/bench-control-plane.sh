@@ -23,6 +23,11 @@
 #                  several builds, interleaved run by run (default: this
 #                  tree's helper/mn-preflight as "this")
 #
+#   MN_BENCH_CLUSTER=gpu   on a GPU machine of the device tool (16 cores):
+#                  scripts/cluster/gpu-cluster.sh's Slurm on loopback with
+#                  as many nodes without GPUs as the largest shape, checks
+#                  on the CPU path (--cpu); run through scripts/gpu/gpu-control-plane.sh
+#
 # Prints one line per check, then per shape and build the medians, and the
 # growth of each figure against the ranks' growth. Holds /tmp/mn-cluster.lock.
 set -uo pipefail
@@ -42,16 +47,29 @@ done
 
 exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
 flock 9
-export MN_CLUSTER_NODES=$maxn
-trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 t0=$(date +%s)
-# On a busy machine 32 slurmd may register after local-cluster.sh has
-# stopped waiting: give them a while longer.
-started() { [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)" = "$maxn" ]; }
-# A cluster a run before left half up (namespaces of a larger one) first goes.
-bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
-bash scripts/cluster/local-cluster.sh start >/dev/null 2>&1
-eval "$(bash scripts/cluster/local-cluster.sh env)"
+step_args=() check_args=()
+if [ "${MN_BENCH_CLUSTER:-local}" = gpu ]; then
+  B=${MN_SLURM_BUNDLE:-$top/.device/slurm}
+  export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=$B/usr/bin:$B/usr/sbin:$PATH
+  export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
+  export MN_GPU_CLUSTER_CPU_NODES=$maxn
+  trap 'bash "$top/scripts/cluster/gpu-cluster.sh" stop >/dev/null 2>&1' EXIT
+  bash scripts/cluster/gpu-cluster.sh start >/dev/null 2>&1
+  started() { [ "$(sinfo -h -N -p cpu -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = "$maxn" ]; }
+  step_args=(-p cpu) check_args=(--cpu)
+else
+  export MN_CLUSTER_NODES=$maxn
+  trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
+  # On a busy machine 32 slurmd may register after local-cluster.sh has
+  # stopped waiting: give them a while longer.
+  started() { [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)" = "$maxn" ]; }
+  # A cluster a run before left half up (namespaces of a larger one) first goes.
+  bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
+  bash scripts/cluster/local-cluster.sh start >/dev/null 2>&1
+  eval "$(bash scripts/cluster/local-cluster.sh env)"
+fi
 for _ in $(seq 60); do started && break; sleep 2; done
 started || { echo "bench-control-plane: the cluster did not start"; sinfo; exit 1; }
 out=$(mktemp -d /tmp/mn-ctlbench.XXXXXX)
@@ -65,8 +83,8 @@ check() {
   rm -f "$f.starts"
   local launch rc
   launch=$(date +%s.%N)
-  MN_PREFLIGHT_START_LOG=$f.starts timeout 300 srun -N"$n" --ntasks-per-node="$t" --mn-nccl=auto "$bin" --json \
-    >"$f.json" 2>"$f.err"
+  MN_PREFLIGHT_START_LOG=$f.starts timeout 300 srun "${step_args[@]}" -N"$n" --ntasks-per-node="$t" --mn-nccl=auto \
+    "$bin" --json "${check_args[@]}" >"$f.json" 2>"$f.err"
   rc=$?
   python3 - "$name" "$n" "$t" "$r" "$rc" "$launch" "$(date +%s.%N)" "$f" >>"$rows" <<'EOF'
 import json, sys

@@ -6,6 +6,8 @@
 # Nodes: n0 and n1 with half of the GPUs each, big with all of them. A task
 # prolog maps n1's GPU indices to its own physical GPUs: without device
 # cgroups Slurm numbers each node's GPUs from 0, and n0 and n1 would share.
+# MN_GPU_CLUSTER_CPU_NODES=K adds K nodes without GPUs, c0..c(K-1), in
+# partition cpu (the control plane's benchmark: scripts/bench/bench-control-plane.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TOP=$(pwd)
@@ -30,7 +32,7 @@ stop() {
 start() {
   [ -x "$B/usr/sbin/slurmd-wlm" ] || { echo "gpu-cluster: $B missing: run scripts/cluster/fetch-slurm-bundle.sh here and carry .device" >&2; exit 2; }
   [ -f "$PLUGIN" ] || { echo "gpu-cluster: $PLUGIN missing: build first (carry spank/.libs)" >&2; exit 2; }
-  local ngpu half host addr
+  local ngpu half host addr cpu_nodes=${MN_GPU_CLUSTER_CPU_NODES:-0} nodes
   ngpu=$(nvidia-smi -L | grep -c '^GPU')
   half=$((ngpu / 2))
   # One GPU: n0 and n1 share it, as two hosts to NCCL (NCCL_HOSTID per
@@ -45,6 +47,7 @@ start() {
   [ -n "$addr" ] || addr=$(python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("10.255.255.1", 1)); print(s.getsockname()[0])' 2>/dev/null || true)
   [ -n "$addr" ] || { echo "gpu-cluster: no non-loopback IPv4 address here" >&2; exit 2; }
   grep -q " n0 n1 big" /etc/hosts || echo "$addr n0 n1 big" >>/etc/hosts
+  for ((i = 0; i < cpu_nodes; i++)); do grep -qw "c$i" /etc/hosts || echo "$addr c$i" >>/etc/hosts; done
   for d in slurmd slurmctld slurmstepd; do ln -sf "$B/usr/sbin/$d-wlm" /usr/sbin/$d; done
   mkdir -p "$DIR"/{run,log,state,spool} /sys/fs/cgroup/system.slice 2>/dev/null || mkdir -p "$DIR"/{run,log,state,spool}
   chmod 0755 "$DIR" "$DIR/run"
@@ -63,8 +66,12 @@ TaskProlog=$DIR/task-prolog.sh
 NodeName=n0 NodeHostname=$host NodeAddr=127.0.0.1 Port=17001 CPUs=16 RealMemory=1000 Gres=gpu:$half State=UNKNOWN
 NodeName=n1 NodeHostname=$host NodeAddr=127.0.0.1 Port=17002 CPUs=16 RealMemory=1000 Gres=gpu:$half State=UNKNOWN
 NodeName=big NodeHostname=$host NodeAddr=127.0.0.1 Port=17003 CPUs=16 RealMemory=1000 Gres=gpu:$ngpu State=UNKNOWN
-PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PartitionName=gpu Nodes=n0,n1,big Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
+    if [ "$cpu_nodes" -gt 0 ]; then
+      echo "NodeName=c[0-$((cpu_nodes - 1))] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17101-$((17100 + cpu_nodes))] CPUs=16 RealMemory=1000 State=UNKNOWN"
+      echo "PartitionName=cpu Nodes=c[0-$((cpu_nodes - 1))] MaxTime=INFINITE State=UP OverSubscribe=YES"
+    fi
   } >"$DIR/slurm.conf"
   {
     echo "AutoDetect=off"
@@ -84,9 +91,11 @@ PROLOG
   chmod +x "$DIR/task-prolog.sh"
   echo "required $PLUGIN default=off ${MN_PLUGSTACK_ARGS:-}" >"$DIR/plugstack.conf"
   slurmctld -i -f "$DIR/slurm.conf"
-  for n in n0 n1 big; do mkdir -p "$DIR/spool/$n"; slurmd -f "$DIR/slurm.conf" -N $n; done
-  for _ in $(seq 60); do
-    [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = 3 ] && { echo "gpu-cluster: n0 n1 (gpu:$half each), big (gpu:$ngpu) idle; nodes at $addr"; return 0; }
+  nodes="n0 n1 big"
+  for ((i = 0; i < cpu_nodes; i++)); do nodes+=" c$i"; done
+  for n in $nodes; do mkdir -p "$DIR/spool/$n"; slurmd -f "$DIR/slurm.conf" -N $n; done
+  for _ in $(seq 120); do
+    [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = $((3 + cpu_nodes)) ] && { echo "gpu-cluster: n0 n1 (gpu:$half each), big (gpu:$ngpu) and $cpu_nodes nodes without GPUs idle; nodes at $addr"; return 0; }
     sleep 0.5
   done
   sinfo -N || true
