@@ -1,6 +1,7 @@
 // Every node alike, and remembered (lib/check/fingerprint, history,
-// metrics): each rank's node fingerprint for its hello; rank 0's comparison
-// in readiness; after the verdict, one history line and one metrics file
+// metrics): each rank's node fingerprint, read on a thread from launch and
+// sent with its readiness; rank 0's comparison once every rank is ready
+// (before NCCL's init); after the verdict, one history line and one metrics file
 // per node (rank 0 writes them all: it alone has the verdict, and a shared
 // DIR then holds the whole cluster's).
 #include <dirent.h>
@@ -94,9 +95,19 @@ bool fingerprints_alike(Lead& l) {
     std::vector<std::size_t> index;  // report node of each fingerprint
     for (std::size_t i = 0; i < l.rep.nodes.size(); ++i) {
         if (l.rep.nodes[i].ranks.empty()) continue;
-        const msg::Hello& h = l.members[l.rep.nodes[i].ranks.front()].hello;
-        if (h.fingerprint.empty()) continue;
-        auto f = decode_fingerprint(h.fingerprint);
+        // One task of each node reads it (LOCAL_RANK 0): the first that sent one.
+        std::string text;
+        for (uint32_t r : l.rep.nodes[i].ranks)
+            if (!l.members[r].fingerprint.empty()) {
+                text = l.members[r].fingerprint;
+                break;
+            }
+        if (text.empty()) {
+            l.rep.notes.push_back("warning: " + l.rep.nodes[i].host +
+                                  ": its software (NCCL, CUDA) was not read within readiness' time; not compared");
+            continue;
+        }
+        auto f = decode_fingerprint(text);
         if (!f) {
             l.rep.nodes[i].problems.push_back("fingerprint: unreadable (" + f.problem().text() + ")");
             continue;

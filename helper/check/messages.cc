@@ -248,8 +248,7 @@ void put_hello(Writer& w, const Hello& m) {
         .whole("mtu", m.sig.mtu)
         .text("ifname", m.ifname)
         .texts("problems", m.problems)
-        .text("proof", m.proof)
-        .text("fingerprint", m.fingerprint);
+        .text("proof", m.proof);
 }
 
 const char* kind_word(Result::Kind k) {
@@ -309,7 +308,11 @@ Fields encode(const Word& m) {
 }
 
 Fields encode(const Ready& m) {
-    return Writer("ready").text("error", m.error).text("health", encode_readings(m.health)).done();
+    return Writer("ready")
+        .text("error", m.error)
+        .text("health", encode_readings(m.health))
+        .text("fingerprint", m.fingerprint)
+        .done();
 }
 
 Fields encode(const Result& m) {
@@ -398,8 +401,6 @@ Hello get_hello(Reader& r) {
     m.ifname = r.text("ifname");
     m.problems = r.texts("problems");
     m.proof = r.text("proof");
-    // A rank of an older mn-preflight sends none: its node is then not compared.
-    if (r.has("fingerprint")) m.fingerprint = r.text("fingerprint");
     return m;
 }
 
@@ -517,6 +518,8 @@ Outcome<Ready> decode_ready(const Fields& f) {
     Ready m;
     m.error = r.text("error");
     m.health = decode_readings(r.text("health"));
+    // A rank of an older mn-preflight sends none: its node is then not compared.
+    if (r.has("fingerprint")) m.fingerprint = r.text("fingerprint");
     return r.result(m);
 }
 
@@ -595,7 +598,8 @@ Outcome<FromRank> decode_from_rank(const Fields& f) {
 }
 
 bool operator==(const Ready& a, const Ready& b) {
-    return a.error == b.error && encode_readings(a.health) == encode_readings(b.health);
+    return a.error == b.error && encode_readings(a.health) == encode_readings(b.health) &&
+           a.fingerprint == b.fingerprint;
 }
 
 }  // namespace mn::check::msg

@@ -54,10 +54,9 @@ struct Hello {
     std::string ifname;
     std::vector<std::string> problems;  // found at home (fabric discovery)
     std::string proof;
-    std::string fingerprint;  // encode_fingerprint() of its node (lib/check/fingerprint), "" if none
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, standby_port, sig, ifname, problems, proof, fingerprint);
+                        data_port, standby_port, sig, ifname, problems, proof);
     }
 };
 
@@ -142,6 +141,10 @@ struct Word {
 struct Ready {
     std::string error;  // "" when ready
     std::vector<GpuReadings> health;
+    // encode_fingerprint() of its node (lib/check/fingerprint), read beside
+    // the rendezvous (loading NCCL and CUDA takes a while); "" if not read
+    // in time.
+    std::string fingerprint;
 };
 
 // A rank's part of the collective.

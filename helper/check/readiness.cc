@@ -43,6 +43,18 @@ std::string get_ready(Step& st, bool gpu_path, std::size_t bytes) {
     return prepare_ring(st.ring, bytes, st.self.rank);
 }
 
+// This node's fingerprint, read since launch (prepare_self); "" if it is
+// not read by the end of readiness' time (its node is then not compared).
+std::string own_fingerprint(const Step& st) {
+    if (!st.fingerprint.valid()) return "";
+    if (st.fingerprint.wait_until(st.ready_by.at) != std::future_status::ready) return "";
+    try {
+        return st.fingerprint.get();
+    } catch (...) {
+        return "";
+    }
+}
+
 // Ranks of one host that open one GPU: each such node named, the check
 // stopped before NCCL would refuse it deep in its init.
 bool gpus_unshared(const Step& st, Lead& l) {
@@ -67,7 +79,6 @@ bool choose_path(const Step& st, Lead& l) {
     const Self& self = st.self;
     PreflightReport& rep = l.rep;
     if (!gpus_unshared(st, l)) return false;
-    if (!fingerprints_alike(l)) return false;
     std::vector<std::string> no_gpu;
     for (uint32_t r = 0; r < self.world; ++r)
         if (!l.members[r].hello.gpu_ok)
@@ -87,7 +98,7 @@ bool choose_path(const Step& st, Lead& l) {
         return false;
     }
     l.gpu_path = path == "gpu";
-    l.bytes = st.o.bytes ? st.o.bytes : (l.gpu_path ? (64u << 20) : (4u << 20));
+    l.bytes = st.o.bytes ? st.o.bytes : (l.gpu_path ? kGpuBytes : (4u << 20));
     l.iters = st.o.iters ? st.o.iters : (l.gpu_path ? 20 : 5);
     l.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (l.gpu_path ? (16u << 20) : (1u << 20));
     // GPU pairs run in the start of the all-reduce's buffer.
@@ -111,6 +122,7 @@ bool serve_readiness(Step& st, Follower& f) {
     msg::Ready ready;
     ready.error = get_ready(st, prep->gpu, prep->bytes);
     ready.health = st.health;
+    if (ready.error.empty()) ready.fingerprint = own_fingerprint(st);
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
     f.ctl.send(ready, st.ready_by);
@@ -133,7 +145,12 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
     const uint32_t world = st.self.world;
     std::vector<bool> ready(world, false);
     uint32_t count = 0;
-    l.own_ready = on_thread<std::string>([&st, gpu = l.gpu_path, bytes = l.bytes] { return get_ready(st, gpu, bytes); });
+    // The thread writes members[0]'s fingerprint; read after its get().
+    l.own_ready = on_thread<std::string>([&st, &own = l.members[0], gpu = l.gpu_path, bytes = l.bytes] {
+        std::string e = get_ready(st, gpu, bytes);
+        if (e.empty()) own.fingerprint = own_fingerprint(st);
+        return e;
+    });
     set_phase("readiness", "waiting for every rank's set-up");
     while (count < world) {
         if (l.own_ready.valid() && l.own_ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -157,6 +174,7 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
         const auto* m = std::get_if<msg::Ready>(&*h->msg);
         if (!m || ready[h->rank]) continue;
         add_health(h->rank, m->health);
+        l.members[h->rank].fingerprint = m->fingerprint;
         if (!m->error.empty()) {
             l.note(h->rank, RankState::Fault, m->error);
             return stop_the_rest(l);
@@ -184,6 +202,9 @@ bool lead_readiness(Step& st, Lead& l) {
         h.insert(h.end(), g.begin(), g.end());
     };
     if (!await_ready(st, l, add_health)) return false;
+    // Every rank's fingerprint came with its readiness: read beside the
+    // rendezvous, compared before NCCL's init.
+    if (!fingerprints_alike(l)) return false;
     progress(st.self, "readiness: " + std::to_string(st.self.world) + " ranks set up (" + num(now_s() - st.start) + " s)");
     return true;
 }

@@ -170,6 +170,13 @@ bool prepare_self(Step& st) {
         setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
         st.ga = gpu::probe();
     }
+    // The node's software, read by one rank of each node (its first task):
+    // 8 ranks of a node each loading NCCL and initialising CUDA only to
+    // say the same thing cost 3.9 s of rendezvous at 32 x 8 on one
+    // machine. After NCCL's variables are set: NCCL reads them at its
+    // first call.
+    if (st.self.local_rank == 0)
+        st.fingerprint = on_thread<std::string>([host = st.self.label] { return node_fingerprint(host); }).share();
     if (st.ga.ok && st.self.task_mode) {
         // The GPU the program opens (set_device(LOCAL_RANK)); a rank whose
         // LOCAL_RANK is past its list has no GPU path, and says why.
@@ -185,7 +192,7 @@ bool prepare_self(Step& st) {
             for (int i = 0; i < st.ga.devices; ++i) st.devices.push_back(i);
         // Opening GPUs takes a while: start now, beside the rendezvous;
         // readiness collects it.
-        const std::size_t bytes = st.o.bytes ? st.o.bytes : (64u << 20);
+        const std::size_t bytes = st.o.bytes ? st.o.bytes : kGpuBytes;
         // NVML reads right after the buffer's copy: a busy PCIe link shows
         // its real speed, an idle one may have trained down.
         st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes] {
@@ -228,7 +235,6 @@ bool prepare_self(Step& st) {
     h.sig = st.sig;
     h.ifname = st.ifname;
     h.problems = st.home_problems;
-    h.fingerprint = node_fingerprint(st.self.label);
     return true;
 }
 

@@ -194,6 +194,7 @@ private:
 // Rank 0's view of one rank.
 struct Member {
     msg::Hello hello;
+    std::string fingerprint;  // its node's software, from its readiness ("" from all but a node's first task, or if late)
     Line ctl;  // rank 0's own entry has none
     uint32_t node_index = 0;
 };
@@ -235,6 +236,11 @@ struct Step {
     // rendezvous as the GPUs' set-up is: "" or its fault; none when not.
     std::optional<std::string> ring_ready;
     std::vector<GpuReadings> health;  // NVML's readings of this rank's GPUs, from readiness
+    // The node's fingerprint (node_fingerprint), read on a thread from
+    // launch by the node's first task (LOCAL_RANK 0) only: loading NCCL and
+    // CUDA took seconds at 8 ranks a node, in the rendezvous' way when the
+    // hello carried it. None on the others.
+    std::shared_future<std::string> fingerprint;
 };
 
 // Runs fn on a thread of its own, its result in the future: rank 0's own
@@ -356,10 +362,10 @@ void lead_pairs(Step& st, Lead& l);
 // verdict.cc
 int verdict(Step& st, Lead& l);             // rank 0: blame, print, tell every rank done or stop
 // fleet.cc: every node alike, and remembered
-std::string node_fingerprint(const std::string& host);  // every rank: its node's, for the hello
+std::string node_fingerprint(const std::string& host);  // every rank: its node's, read at launch, sent when ready
 void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<std::string>& problems,
                      const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus);
-bool fingerprints_alike(Lead& l);              // rank 0, readiness: the odd nodes named
+bool fingerprints_alike(Lead& l);              // rank 0, after readiness: the odd nodes named
 void remember(const Step& st, const Lead& l);  // rank 0, after the verdict: history lines, metrics files
 
 // The CPU path's buffer of `bytes` with ring position `pos`'s pattern,

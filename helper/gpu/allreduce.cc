@@ -19,13 +19,11 @@ namespace mn::gpu {
 namespace {
 
 // What every step works with: the libraries' calls, this process's GPUs
-// (lanes), one buffer's worth of floats on the host (for the pattern and
-// the check) and the time every wait gives up at.
+// (lanes) and the time every wait gives up at.
 struct Run {
     const Cuda& cu;
     const Nccl& nc;
     std::vector<Lane> lanes;
-    std::vector<float> host;
     double until = 0;
 };
 
@@ -56,11 +54,11 @@ std::optional<Failure> open_lanes(Run& run, const AllreduceJob& job) {
             if (std::string e = open_lane(run.lanes[l], job.bytes); !e.empty()) return Failure{e, false};
         }
     }
-    run.host.resize(job.bytes / sizeof(float));
+    std::vector<float> tile(kPatternTile);
     for (std::size_t l = 0; l < run.lanes.size(); ++l) {
-        fill_pattern(run.host, static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l));
+        fill_pattern(tile, static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l));
         run.cu.ctx_set(run.lanes[l].ctx);
-        if (CUresult r = run.cu.htod(run.lanes[l].buf, run.host.data(), job.bytes); r != CUDA_SUCCESS)
+        if (CUresult r = put_tiles(run.cu, run.lanes[l].buf, job.bytes, tile); r != CUDA_SUCCESS)
             return Failure{describe(run.lanes[l].dev) + ": " + cu_error(r), false};
     }
     return std::nullopt;
@@ -128,10 +126,15 @@ std::optional<Failure> checked_allreduce(Run& run, const std::vector<ncclComm_t>
     if (auto f = drain(run.lanes, comms, run.until, "the first all-reduce")) return f;
     res.ran = true;
     res.correct = true;
+    std::vector<float> sum(kPatternTile);
+    fill_sum(sum, static_cast<uint32_t>(job.nranks));
+    auto judge = [](const std::vector<float>& piece, std::size_t first, uint32_t nranks) {
+        return check_pattern(piece, nranks, first);
+    };
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
-        run.cu.dtoh(run.host.data(), ln.buf, job.bytes);
-        if (std::string bad = check_pattern(run.host, static_cast<uint32_t>(job.nranks)); !bad.empty()) {
+        if (std::string bad = get_tiles(run.cu, ln.buf, job.bytes, sum, judge, static_cast<uint32_t>(job.nranks));
+            !bad.empty()) {
             res.correct = false;
             res.error = describe(ln.dev) + ": wrong all-reduce result, " + bad;
             break;
@@ -211,17 +214,30 @@ double slowest(const std::vector<ncclComm_t>& cs, const std::vector<double>& sum
 // rank 0's stop word is seen between two of them.
 constexpr int kMaxLoop = 50;
 
-// `warmup` rounds back to back (their time the first estimate of a round),
-// then timed loops, `iters` rounds in all: each loop sized from the agreed
-// seconds per round to fit what is left of `budget`, at least one round;
-// none starts once the budget is spent. `per_lane`: seconds per round.
+// Warm-up: one round, then the rest of `warmup` back to back, as many as
+// fit a quarter of `budget` at the agreed time of that round (a 1 GiB
+// round takes 0.4 s over 25 Gb/s Ethernet: 5 of them would be 2 s of a
+// check that measures nothing). Then timed loops, `iters` rounds in all:
+// each loop sized from the agreed seconds per round to fit what is left
+// of `budget`, at least one round; none starts once the budget is spent.
+// `per_lane`: seconds per round.
 std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int warmup, int iters,
                                double budget, std::vector<double>& per_lane) {
     per_lane.assign(run.lanes.size(), 0);
     std::vector<double> warm(run.lanes.size(), 0);
-    warmup = std::max(1, warmup);
-    if (auto e = timed_rounds(run, cs, n, warmup, false, warm)) return e;
-    double last = slowest(cs, warm, warmup);
+    if (auto e = timed_rounds(run, cs, n, 1, false, warm)) return e;
+    double last = slowest(cs, warm, 1);
+    if (warmup > 1) {
+        Agreed a;
+        if (auto e = vote(run, cs, {static_cast<float>(last), 0.f}, a)) return e;
+        const double fit = a.per_round > 0 ? 0.25 * budget / a.per_round : warmup - 1;
+        const int more = static_cast<int>(std::clamp(fit, 0.0, double(std::min(kMaxLoop, warmup - 1))));
+        if (more > 0) {
+            warm.assign(run.lanes.size(), 0);
+            if (auto e = timed_rounds(run, cs, n, more, false, warm)) return e;
+            last = slowest(cs, warm, more);
+        }
+    }
     const double start = now_s();
     int done = 0;
     while (done < iters) {
@@ -314,7 +330,7 @@ void pair_rounds(const Run& run, const std::vector<ncclComm_t>& comms, const All
 AllreduceResult run_allreduce(const AllreduceJob& job) {
     AllreduceResult res;
     const Libraries& libs = libraries();
-    Run run{libs.cuda, libs.nccl, {}, {}, now_s() + job.deadline_s};
+    Run run{libs.cuda, libs.nccl, {}, now_s() + job.deadline_s};
     auto fail = [&res](const Failure& f) {
         res.error = f.what;
         res.peer = f.peer;

@@ -1,5 +1,7 @@
 #include "helper/gpu/lanes.h"
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 
 #include "helper/gpu.h"
@@ -26,14 +28,18 @@ Prepared& prepared() {
 // holds).
 constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
 
+std::string judge_fill(const std::vector<float>& piece, std::size_t first, uint32_t rank) {
+    return check_fill(piece, rank, first);
+}
+
 // A copy there and back of a pattern, checked; then the memory left.
 std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes) {
-    std::vector<float> host(bytes / sizeof(float)), back(host.size());
-    fill_pattern(host, 3);
-    CUresult r = cu.htod(ln.buf, host.data(), bytes);
-    if (r == CUDA_SUCCESS) r = cu.dtoh(back.data(), ln.buf, bytes);
-    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to and from the GPU";
-    if (back != host) return describe(ln.dev) + ": returned different data from a copy there and back";
+    std::vector<float> tile(kPatternTile);
+    fill_pattern(tile, 3);
+    CUresult r = put_tiles(cu, ln.buf, bytes, tile);
+    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
+    if (std::string bad = get_tiles(cu, ln.buf, bytes, tile, judge_fill, 3); !bad.empty())
+        return describe(ln.dev) + ": a copy there and back: " + bad;
     std::size_t free_b = 0, total_b = 0;
     r = cu.mem_info(&free_b, &total_b);
     if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " reading its free memory";
@@ -69,6 +75,28 @@ std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t by
     bool same = prepared().bytes >= bytes && lanes.size() == devices.size();
     for (std::size_t l = 0; same && l < devices.size(); ++l) same = lanes[l].dev == devices[l];
     return same ? lanes : std::vector<Lane>{};
+}
+
+CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile) {
+    const std::size_t step = tile.size() * sizeof(float);
+    for (std::size_t off = 0; off < bytes; off += step)
+        if (CUresult r = cu.htod(buf + off, tile.data(), std::min(step, bytes - off)); r != CUDA_SUCCESS) return r;
+    return CUDA_SUCCESS;
+}
+
+std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile, Judge judge,
+                      uint32_t arg) {
+    const std::size_t step = tile.size() * sizeof(float);
+    std::vector<float> piece(tile.size());
+    for (std::size_t off = 0; off < bytes; off += step) {
+        const std::size_t len = std::min(step, bytes - off);
+        if (CUresult r = cu.dtoh(piece.data(), buf + off, len); r != CUDA_SUCCESS)
+            return cu_error(r) + " copying from the GPU";
+        if (std::memcmp(piece.data(), tile.data(), len) == 0) continue;
+        piece.resize(len / sizeof(float));
+        return judge(piece, off / sizeof(float), arg);
+    }
+    return "";
 }
 
 double lane_seconds(const Cuda& cu, const Lane& ln) {

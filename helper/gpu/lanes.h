@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ std::string open_lane(Lane& ln, std::size_t bytes);
 // The lanes prepare() opened when they are these devices with at least
 // `bytes`, else none.
 std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t bytes);
+
+// `bytes` of buf written with `tile` over and over (the pattern in tiles,
+// lib/check/preflight's kPatternTile).
+CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile);
+
+// `bytes` of buf read back a tile at a time and compared with `tile`: ""
+// when alike, else `judge`'s words for the first piece that differs (the
+// piece and its first element's index in the buffer), or the CUDA error.
+using Judge = std::string (*)(const std::vector<float>& piece, std::size_t first, uint32_t arg);
+std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile, Judge judge,
+                      uint32_t arg);
 
 // Seconds between the lane's two events.
 double lane_seconds(const Cuda& cu, const Lane& ln);

@@ -253,20 +253,31 @@ void fill_pattern(std::vector<float>& v, uint32_t rank) {
 }
 
 namespace {
-// "" when element i is m * (1 + i % 7) throughout.
-std::string check_multiple(const std::vector<float>& v, double m) {
-    for (std::size_t i = 0; i < v.size(); ++i)
-        if (v[i] != static_cast<float>(m * (1 + i % 7)))
-            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(m * (1 + i % 7), -1);
+double sum_multiple(uint32_t nranks) { return double(nranks) * (nranks + 1) / 2; }
+
+// "" when element i is m * (1 + i % 7) throughout (i counted from `first`).
+std::string check_multiple(const std::vector<float>& v, double m, std::size_t first) {
+    for (std::size_t j = 0; j < v.size(); ++j) {
+        const std::size_t i = first + j;
+        if (v[j] != static_cast<float>(m * (1 + i % 7)))
+            return "element " + std::to_string(i) + " is " + num(v[j], -1) + ", expected " + num(m * (1 + i % 7), -1);
+    }
     return "";
 }
 }  // namespace
 
-std::string check_pattern(const std::vector<float>& v, uint32_t nranks) {
-    return check_multiple(v, double(nranks) * (nranks + 1) / 2);
+void fill_sum(std::vector<float>& v, uint32_t nranks) {
+    const double m = sum_multiple(nranks);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(m * (1 + i % 7));
 }
 
-std::string check_fill(const std::vector<float>& v, uint32_t rank) { return check_multiple(v, double(rank) + 1); }
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks, std::size_t first) {
+    return check_multiple(v, sum_multiple(nranks), first);
+}
+
+std::string check_fill(const std::vector<float>& v, uint32_t rank, std::size_t first) {
+    return check_multiple(v, double(rank) + 1, first);
+}
 
 std::string rank_ranges(std::vector<uint32_t> ranks) {
     std::sort(ranks.begin(), ranks.end());

@@ -131,10 +131,26 @@ std::vector<std::string> nccl_transports(const std::string& log);
 // (r+1) * (1 + i % 7) at element i, so the sum over n ranks is exact in
 // float32 and a chunk landing at the wrong offset shows.
 void fill_pattern(std::vector<float>& v, uint32_t rank);
-// "" when v holds the sum over ranks 0..nranks-1, else the first wrong element.
-std::string check_pattern(const std::vector<float>& v, uint32_t nranks);
+// What an all-reduce of nranks ranks' patterns holds: the sum, (n(n+1)/2) * (1 + i % 7).
+void fill_sum(std::vector<float>& v, uint32_t nranks);
+// "" when v holds the sum over ranks 0..nranks-1, else the first wrong
+// element. `first`: v is the piece of a larger buffer from that element
+// on (a multiple of kPatternTile), and elements are numbered in the buffer.
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks, std::size_t first = 0);
 // "" when v holds rank's own pattern (a buffer read back after fill_pattern).
-std::string check_fill(const std::vector<float>& v, uint32_t rank);
+std::string check_fill(const std::vector<float>& v, uint32_t rank, std::size_t first = 0);
+
+// The all-reduce's default size on the GPU path: the smallest that read
+// busbw within 5 % of its plateau (all_reduce_perf on 2 H200 over NVLink,
+// NCCL 2.28.9: 64 MiB 0.82 of 4 GiB's, 256 MiB 0.87, 1 GiB 0.95;
+// scripts/gpu/bench-busbw.sh, mn-preflight(1)).
+constexpr std::size_t kGpuBytes = std::size_t(1) << 30;
+
+// GPU buffers (1 GiB by default) are written and read back in pieces of
+// this many floats, a multiple of the pattern's period (7): every piece
+// holds the values of the buffer's start, so one tile on the host serves
+// them all (7 MiB, not a whole copy of the buffer per rank).
+constexpr std::size_t kPatternTile = std::size_t(7) << 18;
 
 // "0-3,6" for a rank list.
 std::string rank_ranges(std::vector<uint32_t> ranks);

@@ -21,6 +21,9 @@
 # One GPU: builds and runs all_reduce_perf once, says that an all-reduce
 # over one GPU moves nothing, and prints no table.
 #   bash scripts/gpu/bench-busbw.sh --build   only builds; prints the path
+# MN_BENCH_TORCH=0 leaves torch out (a sweep of sizes for the plateau).
+# The column "of best" is each size's nccl-tests busbw over the best of the
+# sizes run: where busbw reaches its plateau (mn-preflight's default size).
 # MN_PREFLIGHT: another mn-preflight; MN_NCCL_TESTS_SRC: another source
 # copy. Leaves NCCL_NVLS_ENABLE as the machine sets it.
 set -uo pipefail
@@ -95,8 +98,9 @@ fi
 # preflight SIZE: mn-preflight with every GPU a rank, one task per GPU on
 # this one node, as srun --mn-nccl=auto would start it; "PREFLIGHT busbw=".
 preflight() {
-  local port=$((20000 + RANDOM % 9000)) secret host r pids=()
+  local port=$((20000 + RANDOM % 9000)) secret host r pids=() t0
   secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+  t0=$(date +%s.%N)
   host=$(hostname)
   for ((r = 0; r < ngpu; r++)); do
     env SLURM_PROCID=$r SLURM_NTASKS=$ngpu SLURM_NODEID=0 SLURM_LOCALID=$r SLURMD_NODENAME="$host" \
@@ -106,8 +110,8 @@ preflight() {
     pids+=($!)
   done
   wait "${pids[@]}"
-  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["allreduce"]; print("PREFLIGHT busbw=%.2f correct=%d" % (a["busbw_gbps"], a["correct"]))' \
-    "$R/preflight-$1.0.txt" 2>/dev/null || { echo "PREFLIGHT failed:"; tail -5 "$R/preflight-$1.0.err"; }
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["allreduce"]; print("PREFLIGHT busbw=%.2f correct=%d wall=%.2f" % (a["busbw_gbps"], a["correct"], float(sys.argv[2])))' \
+    "$R/preflight-$1.0.txt" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" 2>/dev/null || { echo "PREFLIGHT failed:"; tail -5 "$R/preflight-$1.0.err"; }
 }
 
 # torch SIZE: torch.distributed's all_reduce on every GPU; "TORCH ... busbw=".
@@ -124,7 +128,7 @@ for size in $SIZES; do
     echo "-- $size round $round"
     nccltests "$size"
     preflight "$size"
-    torch_ar "$size"
+    [ "${MN_BENCH_TORCH:-1}" = 0 ] || torch_ar "$size"
   done
 done | tee "$R/bench.txt"
 
@@ -137,12 +141,18 @@ def med(block, pat):
 fmt = lambda v: f"{v:.1f}" if v is not None else "-"
 print(f"busbw in GB/s: medians of {rounds} interleaved rounds, {ngpu} GPUs as ranks on one node, "
       f"{warmup} warm-up + {iters} timed rounds each")
-print(f"{'size':>6} {'nccl-tests':>10} {'(out-of-place)':>14} {'mn-preflight':>12} {'ratio':>6} {'torch':>8}")
+print(f"{'size':>6} {'nccl-tests':>10} {'(out-of-place)':>14} {'of best':>7} {'mn-preflight':>12} {'ratio':>6} {'torch':>8} {'check s':>7}")
+rows = []
 for size in dict.fromkeys(re.findall(r"^-- (\S+) round", text, re.M)):
     block = "".join(re.findall(rf"^-- {re.escape(size)} round \d+\n(.*?)(?=^-- |\Z)", text, re.S | re.M))
     q, o = med(block, r"NCCLTESTS busbw=([\d.]+)"), med(block, r"NCCLTESTS busbw=[\d.]+ oop=([\d.]+)")
     p, t = med(block, r"PREFLIGHT busbw=([\d.]+)"), med(block, r"TORCH .*busbw=([\d.]+)")
+    w = med(block, r"PREFLIGHT .*wall=([\d.]+)")
+    rows.append((size, q, o, p, t, w))
+best = max([r[1] for r in rows if r[1]] or [0])
+for size, q, o, p, t, w in rows:
     ratio = f"{p / q:.3f}" if p and q else "-"
-    print(f"{size:>6} {fmt(q):>10} {fmt(o):>14} {fmt(p):>12} {ratio:>6} {fmt(t):>8}")
-print("ratio: mn-preflight / nccl-tests (in-place); the raw lines are in bench.txt")
+    of_best = f"{q / best:.3f}" if q and best else "-"
+    print(f"{size:>6} {fmt(q):>10} {fmt(o):>14} {of_best:>7} {fmt(p):>12} {ratio:>6} {fmt(t):>8} {w if w is None else f'{w:.2f}':>7}")
+print("ratio: mn-preflight / nccl-tests (in-place); of best: nccl-tests over its best size here; check s: mn-preflight's whole run, launch to exit (--no-pairs); the raw lines are in bench.txt")
 PY

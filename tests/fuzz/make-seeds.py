@@ -110,7 +110,10 @@ messages = {
                  "connect": "1", "bytes": "1048576", "iters": "3", "budget": "4.5", "time_bound": "0.4"},
     "done": {"op": "word", "end": "done", "code": "0", "why": "check failed"},
     "stop": {"op": "word", "end": "stop", "code": "1", "why": "node1: rank 1: set-up failed\nsecond line"},
-    "ready": {"op": "ready", "error": "", "health": health},
+    "ready": {"op": "ready", "error": "", "health": health,
+              "fingerprint": "host=node1 nccl=2.28.9 nccl_path=/usr/lib/x86_64-linux-gnu/libnccl.so.2 cuda=12.8 "
+                             "gpu_model=NVIDIA%20H100%2080GB%20HBM3 gpus=8 gpus_requested=8 net= net_api= "
+                             "net_path= verbs=mlx5 verbs_needed=mlx5"},
     "ready-fault": {"op": "ready", "error": "GPU1 (0000:3b:00.0): cudaMalloc failed", "health": ""},
     "result": result_cpu, "result-gpu": result_gpu,
     "result-peer": dict(result_cpu, ran="0", correct="0", kind="peer", error="ring from rank 2 to rank 1: \\ x"),

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <set>
 
 #include "lib/check/preflight.h"
@@ -217,6 +218,34 @@ static void test_pattern_sums_and_names_a_bad_element(void**) {
     assert_contains(check_fill(one, 2), "element 0 is 4, expected 3");
     one[13] = 0;
     assert_contains(check_fill(one, 3), "element 13 is 0, expected 28");
+    // The sum as fill_sum writes it is what check_pattern wants.
+    std::vector<float> want(20);
+    fill_sum(want, 4);
+    sum[9] -= 1;
+    assert_true(want == sum);
+}
+
+// A buffer read back in tiles: the tile at any multiple of kPatternTile
+// holds the buffer's first values, and a wrong element is numbered in the
+// whole buffer.
+static void test_pattern_tiles_repeat_and_number_in_the_buffer(void**) {
+    assert_int_equal(kPatternTile % 7, 0);
+    std::vector<float> whole(3 * kPatternTile + 5), tile(kPatternTile);
+    fill_pattern(whole, 2);
+    fill_pattern(tile, 2);
+    for (std::size_t off = 0; off < whole.size(); off += kPatternTile) {
+        const std::size_t n = std::min(kPatternTile, whole.size() - off);
+        assert_true(std::equal(tile.begin(), tile.begin() + static_cast<long>(n), whole.begin() + static_cast<long>(off)));
+    }
+    std::vector<float> piece(whole.begin() + static_cast<long>(2 * kPatternTile), whole.end());
+    assert_str(check_fill(piece, 2, 2 * kPatternTile), "");
+    piece[4] = -1;
+    const std::string at = std::to_string(2 * kPatternTile + 4);
+    assert_contains(check_fill(piece, 2, 2 * kPatternTile), ("element " + at + " is -1, expected").c_str());
+    // Numbered from 0, the same piece is read as the wrong place in the pattern.
+    piece[4] = whole[2 * kPatternTile + 4];
+    assert_str(check_fill(piece, 2, 2 * kPatternTile), "");
+    assert_contains(check_fill(piece, 2, 1), "element 1 is");
 }
 
 // GPU pairs inside nodes, as 2 nodes of 4 H200s give them (16 MiB pairs,
@@ -295,6 +324,7 @@ int main() {
         cmocka_unit_test(rdma_node_falling_back_to_sockets_fails),
         cmocka_unit_test(transports_from_nccl_log),
         cmocka_unit_test(test_pattern_sums_and_names_a_bad_element),
+        cmocka_unit_test(test_pattern_tiles_repeat_and_number_in_the_buffer),
         cmocka_unit_test(ranges),
         cmocka_unit_test(slow_gpu_is_named_not_its_partners),
         cmocka_unit_test(slow_link_is_named_when_both_gpus_are_fine),
