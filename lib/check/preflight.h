@@ -142,7 +142,7 @@ std::string check_fill(const std::vector<float>& v, uint32_t rank, std::size_t f
 
 // The all-reduce's default size on the GPU path: the smallest that read
 // busbw within 5 % of its plateau (all_reduce_perf on 2 H200 over NVLink,
-// NCCL 2.28.9: 64 MiB 0.82 of 4 GiB's, 256 MiB 0.87, 1 GiB 0.95;
+// NCCL 2.28.9: 64 MiB 0.78 of 4 GiB's, 256 MiB 0.87, 1 GiB 0.95;
 // scripts/gpu/bench-busbw.sh, mn-preflight(1)).
 constexpr std::size_t kGpuBytes = std::size_t(1) << 30;
 
