@@ -20,6 +20,17 @@ cc -shared -fPIC -o "$PROBE" "$HERE/spank_fail_probe.c" 2>"$OUT/cc.log" ||
 LINE=required
 probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/cluster/local-cluster.sh" plugstack $LINE "$@" >/dev/null; }
 node_state() { sinfo -h -n node0 -o '%T' 2>/dev/null; }
+# Its state once the last step has left it: a node is "completing" for a
+# moment after a step ends (seconds on a busy machine: seen in CI), which
+# says nothing about a drain.
+settled_state() {
+  local s
+  for _ in $(seq 40); do
+    s=$(node_state)
+    case "$s" in comp* | "") sleep 0.5 ;; *) break ;; esac
+  done
+  echo "$s"
+}
 
 # observe HOOK CONTEXT [MODE]: "rc=N ran=yes|no state=STATE"
 observe() {
@@ -27,7 +38,7 @@ observe() {
   rm -f "$OUT/ran"
   run srun -N1 -w node0 touch "$OUT/ran"
   sleep 1
-  local state; state=$(node_state)
+  local state; state=$(settled_state)
   echo "rc=$([ $RC -eq 0 ] && echo 0 || echo fail) ran=$([ -e "$OUT/ran" ] && echo yes || echo no) state=${state%%[*~#]*}"
   case "$state" in drain* | down*) scontrol update nodename=node0 state=resume >/dev/null 2>&1 ;; esac
 }
@@ -43,7 +54,7 @@ observe_batch() {
     job=$(scontrol show job "$j" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p;s/^Restarts=\([1-9]\)/REQUEUED/p' | tail -1)
     case "$job" in FAILED | COMPLETED | REQUEUED | CANCELLED | NODE_FAIL) break ;; esac
   done
-  state=$(node_state)
+  state=$(settled_state)
   scancel "$j" 2>/dev/null
   echo "state=${state%%[*~#]*} job=$job"
   case "$state" in drain* | down*) scontrol update nodename=node0 state=resume >/dev/null 2>&1 ;; esac
@@ -111,7 +122,7 @@ for i in $(seq 1 20); do
   st=$(scontrol show job "$j" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p')
   case "$st" in COMPLETED | FAILED | CANCELLED) break ;; esac
 done
-state=$(node_state)
+state=$(settled_state)
 name="--mn-nccl=ib without InfiniBand in a batch job: its srun fails saying so, node0 stays ${state:-?} (never drained)"
 if grep -q 'InfiniBand' "$OUT/batch.out" 2>/dev/null && grep -q 'srun rc=[1-9]' "$OUT/batch.out" &&
   [ "${state%%[*~#]*}" = idle ]; then
@@ -126,7 +137,7 @@ fi
 plugstack optional
 rm -f "$OUT/ran"
 run srun -N1 -w node0 --mn-nccl=ib touch "$OUT/ran"
-state=$(node_state)
+state=$(settled_state)
 name="--mn-nccl=ib without InfiniBand, optional plugstack line: the task ends before the program (exit 2), node0 stays ${state:-?}"
 if [ $RC -ne 0 ] && [ ! -e "$OUT/ran" ] && has 'InfiniBand' && has 'Exited with exit code 2' && [ "${state%%[*~#]*}" = idle ]; then
   pass "$name"
