@@ -1,7 +1,7 @@
 // Phase 3, the collective: an all-reduce across every rank with its result
 // checked (NCCL on GPUs, a ring over TCP on CPUs). Bounded by size and by
 // time: the timed loop stops, on every rank at once, after the budget
-// (0.1 x --timeout, 0.5 to 3 s), so a slow node costs seconds, not a full
+// (0.05 x --timeout, 0.5 to 2 s), so a slow node costs seconds, not a full
 // transfer at its speed; the pair tests then name it. Transfers give up
 // 2.5 s before --timeout, so a rank blocked by a stuck peer still reports.
 #include <algorithm>

@@ -4,7 +4,7 @@
 // GPU or NVLink pair is named as a slow node is. On GPUs the rounds run on
 // communicators split off the all-reduce's (helper/gpu/allreduce.cc); on CPUs rank 0 cues
 // each pair's two ranks. Each pair's timed loop stops after its budget
-// (0.02 x --timeout, 0.25 to 1 s).
+// (0.01 x --timeout, 0.25 to 0.5 s).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

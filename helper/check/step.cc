@@ -33,9 +33,12 @@ Budgets Budgets::of(double t) {
     b.readiness = std::max(b.rendezvous, t * 0.7);
     b.transfers = std::max(t * 0.5, t - 2.5);
     b.verdict = t - 0.5;
-    // A slow node costs seconds, not a whole transfer at its speed.
-    b.collective = std::clamp(t * 0.1, 0.5, 3.0);
-    b.pair = std::clamp(t * 0.02, 0.25, 1.0);
+    // A slow node costs seconds, not a whole transfer at its speed. With
+    // 3 s and 1 s (at the default 60 s) a node at 20 Mbit/s among 32 was
+    // named 11.8 s after launch (one all-reduce, two pair rounds, two
+    // retest rounds); a healthy round needs a fraction of either.
+    b.collective = std::clamp(t * 0.05, 0.5, 2.0);
+    b.pair = std::clamp(t * 0.01, 0.25, 0.5);
     return b;
 }
 
