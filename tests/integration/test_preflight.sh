@@ -165,8 +165,8 @@ signal_rank_once() {
 pid_then() { echo "echo \$\$ > $OUT/pid.\$SLURM_PROCID; exec $*"; }
 
 t_rank_stopped() {
-  local name="a rank stopped (SIGSTOP) 1.5 s into a check with --timeout 20: exit 1 within 8 s of the stop, that rank, its node and the phase named, nobody else blamed"
-  signal_rank 2 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  local name="a rank stopped (SIGSTOP) 1.5 s into a check with --timeout 40: exit 1 within 8 s of the stop, that rank, its node and the phase named, nobody else blamed"
+  signal_rank 2 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)"
   [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
     has '^out.0: node2 .*rank 2: stopped answering in (the rendezvous|readiness|the all-reduce|the pair tests) \(nothing heard from it for 3 s\)$' &&
     has '^out.0: problem: node2: rank 2: stopped answering in ' && [ "$(count '^out.0: problem:')" = 1 ] &&
@@ -177,7 +177,7 @@ t_rank_stopped() {
 
 t_rank0_stopped() {
   local name="rank 0 stopped (SIGSTOP): rank 1 prints the table naming node0 within 8 s, exit 1; rank 0, resumed, gives no second verdict"
-  signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)"
   [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 1 ] &&
     has '^out.1: node0 .*rank 0: stopped answering in ' && has '^out.1: problem: node0: rank 0: stopped answering' &&
     [ "$(count '^out.1: problem:')" = 1 ] && has '^out.1: node1 .*waited on node0$' && has '^out.1: node2 .*waited on node0$' &&
@@ -189,7 +189,7 @@ t_rank0_stopped() {
 
 t_rank0_killed() {
   local name="rank 0 killed (kill -9): rank 1 prints the table naming node0 within 8 s; ranks 1 and 2 exit 1"
-  signal_rank 0 KILL -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 20 --size 64M --iters 50)"
+  signal_rank 0 KILL -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)"
   [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 1 ] &&
     has '^out.1: node0 .*rank 0: its process ended during ' && [ "$(count '^out.1: problem:')" = 1 ] &&
     has '^out.1: node2 .*waited on node0$' && has 'node1: task 1: Exited with exit code 1' &&
@@ -202,7 +202,7 @@ t_rank0_stopped_exec() {
   local ex=$OUT/exclude
   echo stale >"$ex"
   SIGNAL_CHILD=1 signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" check --exec --exclude-file "$ex" \
-    --timeout 20 --size 64M --iters 50 -- bash -c "'echo PROGRAM STARTED'")"
+    --timeout 40 --size 64M --iters 50 -- bash -c "'echo PROGRAM STARTED'")"
   local got; got=$(cat "$ex" 2>/dev/null)
   [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$got" = node0 ] && ! has 'PROGRAM STARTED' &&
     [ "$(count 'nodes to exclude:')" = 1 ] && has "nodes to exclude: node0 \(written to $ex\)" ||
