@@ -156,10 +156,12 @@ Outcome<Self> read_self() {
     return s;
 }
 
-bool prepare_self(Step& st) {
-    log_start(st.self, st.start);
-    if (st.self.rank <= kStandbys) allow_connections(st.self);
-    local_facts(st);
+namespace {
+
+// What takes a while starts now, beside the rendezvous, and readiness
+// collects it: the GPUs opened and their buffers written (or the CPU
+// path's buffer), the node's fingerprint.
+void start_setup(Step& st) {
     // NCCL reads its variables once, at its first call (even
     // ncclGetVersion): its INFO lines, which say the transport each channel
     // took, go to a file of ours.
@@ -204,19 +206,28 @@ bool prepare_self(Step& st) {
     // GPUs' set-up is (readiness then has nothing left to do).
     if (!st.ga.ok && !setup_fails_on_purpose(st.self.rank))
         st.ring_ready = prepare_ring(st.ring, st.o.bytes ? st.o.bytes : (4u << 20), st.self.rank);
+}
+
+// The ports the others reach this rank on: data (pairs, the ring) and a
+// standby's (the others' reports if rank 0 is lost).
+bool open_ports(Step& st, uint16_t& standby_port) {
     auto data_listen = wire::listen_tcp("", 0, &st.data_port);
     if (!data_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), data_listen.problem().text().c_str());
         return false;
     }
     st.data_listen = std::move(data_listen.value());
-    uint16_t standby_port = 0;
     auto standby_listen = wire::listen_tcp("", 0, &standby_port);
     if (!standby_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
         return false;
     }
     st.standby_listen = std::move(standby_listen.value());
+    return true;
+}
+
+// What this rank tells rank 0 in its hello.
+void fill_hello(Step& st, uint16_t standby_port) {
     msg::Hello& h = st.hello;
     h.rank = st.self.rank;
     h.node = st.self.node;
@@ -235,6 +246,18 @@ bool prepare_self(Step& st) {
     h.sig = st.sig;
     h.ifname = st.ifname;
     h.problems = st.home_problems;
+}
+
+}  // namespace
+
+bool prepare_self(Step& st) {
+    log_start(st.self, st.start);
+    if (st.self.rank <= kStandbys) allow_connections(st.self);
+    local_facts(st);
+    start_setup(st);
+    uint16_t standby_port = 0;
+    if (!open_ports(st, standby_port)) return false;
+    fill_hello(st, standby_port);
     return true;
 }
 
