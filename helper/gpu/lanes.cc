@@ -28,17 +28,13 @@ Prepared& prepared() {
 // holds).
 constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
 
-std::string judge_fill(const std::vector<float>& piece, std::size_t first, uint32_t rank) {
-    return check_fill(piece, rank, first);
-}
-
 // A copy there and back of a pattern, checked; then the memory left.
 std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes) {
     std::vector<float> tile(kPatternTile);
     fill_pattern(tile, 3);
     CUresult r = put_tiles(cu, ln.buf, bytes, tile);
     if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
-    if (std::string bad = get_tiles(cu, ln.buf, bytes, tile, judge_fill, 3); !bad.empty())
+    if (std::string bad = get_tiles(cu, ln.buf, bytes, tile); !bad.empty())
         return describe(ln.dev) + ": a copy there and back: " + bad;
     std::size_t free_b = 0, total_b = 0;
     r = cu.mem_info(&free_b, &total_b);
@@ -84,8 +80,7 @@ CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std
     return CUDA_SUCCESS;
 }
 
-std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile, Judge judge,
-                      uint32_t arg) {
+std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile) {
     const std::size_t step = tile.size() * sizeof(float);
     std::vector<float> piece(tile.size());
     for (std::size_t off = 0; off < bytes; off += step) {
@@ -94,7 +89,7 @@ std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const 
             return cu_error(r) + " copying from the GPU";
         if (std::memcmp(piece.data(), tile.data(), len) == 0) continue;
         piece.resize(len / sizeof(float));
-        return judge(piece, off / sizeof(float), arg);
+        return first_difference(piece, tile, off / sizeof(float));
     }
     return "";
 }

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,11 +34,9 @@ std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t by
 CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile);
 
 // `bytes` of buf read back a tile at a time and compared with `tile`: ""
-// when alike, else `judge`'s words for the first piece that differs (the
-// piece and its first element's index in the buffer), or the CUDA error.
-using Judge = std::string (*)(const std::vector<float>& piece, std::size_t first, uint32_t arg);
-std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile, Judge judge,
-                      uint32_t arg);
+// when alike, else its first wrong element (lib/check/preflight's
+// first_difference) or the CUDA error.
+std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile);
 
 // Seconds between the lane's two events.
 double lane_seconds(const Cuda& cu, const Lane& ln);

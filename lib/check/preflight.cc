@@ -248,35 +248,37 @@ std::vector<std::string> nccl_transports(const std::string& log) {
     return out;
 }
 
-void fill_pattern(std::vector<float>& v, uint32_t rank) {
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((rank + 1) * (1 + i % 7));
-}
-
 namespace {
 double sum_multiple(uint32_t nranks) { return double(nranks) * (nranks + 1) / 2; }
 
-// "" when element i is m * (1 + i % 7) throughout (i counted from `first`).
-std::string check_multiple(const std::vector<float>& v, double m, std::size_t first) {
-    for (std::size_t j = 0; j < v.size(); ++j) {
-        const std::size_t i = first + j;
-        if (v[j] != static_cast<float>(m * (1 + i % 7)))
-            return "element " + std::to_string(i) + " is " + num(v[j], -1) + ", expected " + num(m * (1 + i % 7), -1);
-    }
+// Element i is m * (1 + i % 7).
+void fill_multiple(std::vector<float>& v, double m) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(m * (1 + i % 7));
+}
+
+// "" when element i is m * (1 + i % 7) throughout.
+std::string check_multiple(const std::vector<float>& v, double m) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (v[i] != static_cast<float>(m * (1 + i % 7)))
+            return "element " + std::to_string(i) + " is " + num(v[i], -1) + ", expected " + num(m * (1 + i % 7), -1);
     return "";
 }
 }  // namespace
 
-void fill_sum(std::vector<float>& v, uint32_t nranks) {
-    const double m = sum_multiple(nranks);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(m * (1 + i % 7));
-}
+void fill_pattern(std::vector<float>& v, uint32_t rank) { fill_multiple(v, double(rank) + 1); }
 
-std::string check_pattern(const std::vector<float>& v, uint32_t nranks, std::size_t first) {
-    return check_multiple(v, sum_multiple(nranks), first);
-}
+void fill_sum(std::vector<float>& v, uint32_t nranks) { fill_multiple(v, sum_multiple(nranks)); }
 
-std::string check_fill(const std::vector<float>& v, uint32_t rank, std::size_t first) {
-    return check_multiple(v, double(rank) + 1, first);
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks) { return check_multiple(v, sum_multiple(nranks)); }
+
+std::string check_fill(const std::vector<float>& v, uint32_t rank) { return check_multiple(v, double(rank) + 1); }
+
+std::string first_difference(const std::vector<float>& got, const std::vector<float>& want, std::size_t first) {
+    for (std::size_t j = 0; j < got.size(); ++j)
+        if (j >= want.size() || got[j] != want[j])
+            return "element " + std::to_string(first + j) + " is " + num(got[j], -1) + ", expected " +
+                   (j < want.size() ? num(want[j], -1) : "nothing");
+    return "";
 }
 
 std::string rank_ranges(std::vector<uint32_t> ranks) {

@@ -133,12 +133,14 @@ std::vector<std::string> nccl_transports(const std::string& log);
 void fill_pattern(std::vector<float>& v, uint32_t rank);
 // What an all-reduce of nranks ranks' patterns holds: the sum, (n(n+1)/2) * (1 + i % 7).
 void fill_sum(std::vector<float>& v, uint32_t nranks);
-// "" when v holds the sum over ranks 0..nranks-1, else the first wrong
-// element. `first`: v is the piece of a larger buffer from that element
-// on (a multiple of kPatternTile), and elements are numbered in the buffer.
-std::string check_pattern(const std::vector<float>& v, uint32_t nranks, std::size_t first = 0);
+// "" when v holds the sum over ranks 0..nranks-1, else the first wrong element.
+std::string check_pattern(const std::vector<float>& v, uint32_t nranks);
 // "" when v holds rank's own pattern (a buffer read back after fill_pattern).
-std::string check_fill(const std::vector<float>& v, uint32_t rank, std::size_t first = 0);
+std::string check_fill(const std::vector<float>& v, uint32_t rank);
+// "" when `got` (a piece read back from element `first` of a buffer) holds
+// what `want` holds, else its first wrong element, numbered in the buffer,
+// worded as check_pattern words it.
+std::string first_difference(const std::vector<float>& got, const std::vector<float>& want, std::size_t first);
 
 // The all-reduce's default size on the GPU path: the smallest that read
 // busbw within 5 % of its plateau (all_reduce_perf on 2 H200 over NVLink,

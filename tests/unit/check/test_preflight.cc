@@ -237,15 +237,20 @@ static void test_pattern_tiles_repeat_and_number_in_the_buffer(void**) {
         const std::size_t n = std::min(kPatternTile, whole.size() - off);
         assert_true(std::equal(tile.begin(), tile.begin() + static_cast<long>(n), whole.begin() + static_cast<long>(off)));
     }
-    std::vector<float> piece(whole.begin() + static_cast<long>(2 * kPatternTile), whole.end());
-    assert_str(check_fill(piece, 2, 2 * kPatternTile), "");
+    // The last piece is shorter than a tile: compared with the tile's start.
+    std::vector<float> piece(whole.begin() + static_cast<long>(3 * kPatternTile), whole.end());
+    assert_str(first_difference(piece, tile, 3 * kPatternTile), "");
     piece[4] = -1;
-    const std::string at = std::to_string(2 * kPatternTile + 4);
-    assert_contains(check_fill(piece, 2, 2 * kPatternTile), ("element " + at + " is -1, expected").c_str());
-    // Numbered from 0, the same piece is read as the wrong place in the pattern.
-    piece[4] = whole[2 * kPatternTile + 4];
-    assert_str(check_fill(piece, 2, 2 * kPatternTile), "");
-    assert_contains(check_fill(piece, 2, 1), "element 1 is");
+    const std::string at = std::to_string(3 * kPatternTile + 4);
+    // Worded as check_fill words a whole buffer's wrong element, numbered in the buffer.
+    assert_str(first_difference(piece, tile, 3 * kPatternTile), ("element " + at + " is -1, expected 15").c_str());
+    whole[3 * kPatternTile + 4] = -1;
+    assert_str(check_fill(whole, 2), ("element " + at + " is -1, expected 15").c_str());
+    // A piece longer than what it is compared with is wrong past its end.
+    piece[4] = tile[4];
+    assert_contains(first_difference(tile, piece, 0), "element 5 is 18, expected nothing");
+    assert_contains(first_difference(std::vector<float>(3, 1.f), std::vector<float>(2, 1.f), 10),
+                    "element 12 is 1, expected nothing");
 }
 
 // GPU pairs inside nodes, as 2 nodes of 4 H200s give them (16 MiB pairs,
