@@ -67,6 +67,20 @@ no_drained_node() {
   done
 }
 
+# Node states (sinfo's %T, one line per state; -n NODES for some) once
+# their last step has left them: a node is "completing" for a moment after
+# a step ends (seconds on a busy machine: seen in CI), which says nothing
+# about a drain.
+settled_states() {
+  local s
+  for _ in $(seq 40); do
+    s=$(timeout 20 sinfo -h "$@" -o '%T' 2>/dev/null | sort -u)
+    [[ -n "$s" && "$s" != *comp* ]] && break
+    sleep 0.5
+  done
+  echo "$s"
+}
+
 # Lines of the last output that match a pattern.
 lines() { grep -E "$1" "$OUT/last" || true; }
 count() { grep -cE "$1" "$OUT/last" || true; }

@@ -204,13 +204,7 @@ t_asked_for_means_checked() {
       env MN_NCCL_PREFLIGHT=1 srun -N2 --mn-nccl=auto --mn-preflight=off bash -c "$RAN_PROG"
   done
   plugstack required "preflight=$PF"
-  # Nodes are "completing" for a moment after the last step: wait that out.
-  local state
-  for _ in $(seq 40); do
-    state=$(sinfo -h -o '%T' | sort -u | tr '\n' ' ')
-    [[ "$state" == *comp* ]] || break
-    sleep 0.5
-  done
+  local state; state=$(settled_states | tr '\n' ' ')
   [ "$state" = "idle " ] && pass "after every refusal, every node is idle (none drained)" ||
     fail "after every refusal, every node is idle (none drained)" "sinfo: $state"
 }

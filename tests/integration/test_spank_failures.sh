@@ -19,18 +19,7 @@ cc -shared -fPIC -o "$PROBE" "$HERE/spank_fail_probe.c" 2>"$OUT/cc.log" ||
 # The plugstack line's kind: required, or optional (the package's line).
 LINE=required
 probe() { MN_PLUGIN=$PROBE bash "$TOP/scripts/cluster/local-cluster.sh" plugstack $LINE "$@" >/dev/null; }
-node_state() { sinfo -h -n node0 -o '%T' 2>/dev/null; }
-# Its state once the last step has left it: a node is "completing" for a
-# moment after a step ends (seconds on a busy machine: seen in CI), which
-# says nothing about a drain.
-settled_state() {
-  local s
-  for _ in $(seq 40); do
-    s=$(node_state)
-    case "$s" in comp* | "") sleep 0.5 ;; *) break ;; esac
-  done
-  echo "$s"
-}
+settled_state() { settled_states -n node0; }
 
 # observe HOOK CONTEXT [MODE]: "rc=N ran=yes|no state=STATE"
 observe() {
