@@ -129,10 +129,11 @@ std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairR
     return out;
 }
 
-std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPairResult>& pairs) {
-    std::vector<std::pair<uint32_t, std::string>> out;
+std::vector<SlowGpu> slow_gpus(const std::vector<GpuPairResult>& pairs) {
+    std::vector<SlowGpu> out;
     for (const auto& p : pairs)
-        if (!p.error.empty()) out.push_back({p.node, "GPU pair " + p.gpu_a + " - " + p.gpu_b + " failed: " + p.error});
+        if (!p.error.empty())
+            out.push_back({p.node, p.gpu_a, p.gpu_b, true, "GPU pair " + p.gpu_a + " - " + p.gpu_b + " failed: " + p.error});
     if (pairs.size() < 3) return out;
     // Each GPU: its pairs against the median of the pairs it is not in.
     std::map<std::pair<uint32_t, std::string>, std::vector<double>> mine;
@@ -151,8 +152,9 @@ std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPai
         const double best = *std::max_element(bws.begin(), bws.end()), ref = median(others);
         if (ref > 0 && best < 0.5 * ref) {
             slow.insert(gpu);
-            out.push_back({gpu.first, "slow GPU " + gpu.second + ": its pairs run at " + bw(best) +
-                                          " GB/s at best, the other GPU pairs' median is " + bw(ref) + " GB/s"});
+            out.push_back({gpu.first, gpu.second, "", false,
+                           "slow GPU " + gpu.second + ": its pairs run at " + bw(best) +
+                               " GB/s at best, the other GPU pairs' median is " + bw(ref) + " GB/s"});
         }
     }
     for (std::size_t i = 0; i < pairs.size(); ++i) {
@@ -163,9 +165,10 @@ std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPai
             if (j != i) others.push_back(pairs[j].error.empty() ? pairs[j].busbw_gbps : 0.0);
         const double ref = median(others);
         if (ref > 0 && p.busbw_gbps < 0.5 * ref)
-            out.push_back({p.node, "slow link between " + p.gpu_a + " and " + p.gpu_b + ": " + bw(p.busbw_gbps) +
-                                       " GB/s, the other GPU pairs' median is " + bw(ref) +
-                                       " GB/s (check nvidia-smi nvlink -s and topo -m)"});
+            out.push_back({p.node, p.gpu_a, p.gpu_b, false,
+                           "slow link between " + p.gpu_a + " and " + p.gpu_b + ": " + bw(p.busbw_gbps) +
+                               " GB/s, the other GPU pairs' median is " + bw(ref) +
+                               " GB/s (check nvidia-smi nvlink -s and topo -m)"});
     }
     return out;
 }
@@ -176,9 +179,9 @@ void judge(PreflightReport& r) {
         for (const auto& p : n.problems) blame[n.node].push_back(p);
     for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
     const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
+    std::vector<std::string> hosts;
+    for (const auto& n : r.nodes) hosts.push_back(n.host);
     if (r.retests_ran) {
-        std::vector<std::string> hosts;
-        for (const auto& n : r.nodes) hosts.push_back(n.host);
         const RetestPlan plan = plan_retests(r.pairs, nnodes, r.min_busbw);
         for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts)) {
             if (v.named) blame[v.node].push_back(v.text);
@@ -187,8 +190,14 @@ void judge(PreflightReport& r) {
     } else {
         for (const auto& [node, why] : slow_nodes(r.pairs, nnodes, r.min_busbw)) blame[node].push_back("slow: " + why);
     }
-    for (const auto& [index, why] : slow_gpus(r.gpu_pairs))
-        if (index < r.nodes.size()) blame[r.nodes[index].node].push_back(why);
+    for (const auto& f : slow_gpus(r.gpu_pairs))
+        if (f.node < r.nodes.size() && (f.failed || !r.gpu_retests_ran)) blame[r.nodes[f.node].node].push_back(f.text);
+    if (r.gpu_retests_ran)
+        for (const auto& v : judge_gpu_retests(plan_gpu_retests(r.gpu_pairs), r.gpu_pairs, r.gpu_retests, hosts)) {
+            if (v.node >= r.nodes.size()) continue;
+            if (v.named) blame[r.nodes[v.node].node].push_back(v.text);
+            else r.notes.push_back(hosts[v.node] + ": " + v.text);
+        }
     for (auto& n : r.nodes) {
         // NCCL falling back to sockets on a node with RDMA is the classic
         // silent 10x slowdown.
@@ -381,6 +390,15 @@ std::string report_json(const PreflightReport& r) {
     out += "],\"gpu_pairs\":[";
     for (std::size_t i = 0; i < r.gpu_pairs.size(); ++i) {
         const GpuPairResult& p = r.gpu_pairs[i];
+        out += std::string(i ? "," : "") +
+               "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
+               ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +
+               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    }
+    // Inside nodes, the GPU pairs timed again for a suspect GPU or link.
+    out += "],\"gpu_retests\":[";
+    for (std::size_t i = 0; i < r.gpu_retests.size(); ++i) {
+        const GpuPairResult& p = r.gpu_retests[i];
         out += std::string(i ? "," : "") +
                "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
                ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +

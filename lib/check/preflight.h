@@ -91,6 +91,11 @@ struct PreflightReport {
     std::vector<PairResult> retests;
     bool retests_ran = false;
     std::vector<GpuPairResult> gpu_pairs;
+    // The same inside nodes: GPU pairs timed again for a GPU or a link that
+    // looked slow (lib/check/retest); with gpu_retests_ran, a GPU or a link
+    // is named slow only on a slow retest.
+    std::vector<GpuPairResult> gpu_retests;
+    bool gpu_retests_ran = false;
     std::optional<double> min_busbw;
     std::string timed_out;  // the phase that ran out of time, and who was missing
     std::vector<std::string> problems;
@@ -114,7 +119,13 @@ std::vector<std::pair<uint32_t, std::string>> slow_nodes(const std::vector<PairR
 // a pair below half the median of the other pairs is named (its link); a
 // pair whose test failed is named with its error. Fewer than three pairs
 // in all: nothing to compare, nobody named (a failure still is).
-std::vector<std::pair<uint32_t, std::string>> slow_gpus(const std::vector<GpuPairResult>& pairs);
+struct SlowGpu {
+    uint32_t node = 0;       // index in the report
+    std::string gpu, other;  // a slow GPU: other is ""; a slow link or a failed pair: its two GPUs
+    bool failed = false;     // the pair's test failed: evidence of its own, never retested
+    std::string text;
+};
+std::vector<SlowGpu> slow_gpus(const std::vector<GpuPairResult>& pairs);
 
 // Fills each node's verdict ("ok", "waited on NODE" or what is wrong
 // there), the report's problems (the culprits only) and its exit code.

@@ -183,4 +183,136 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
     return out;
 }
 
+// ---- inside nodes ------------------------------------------------------------
+
+namespace {
+
+using Gpu = std::pair<uint32_t, std::string>;  // (node index, GPU)
+
+bool is_link(const SlowGpu& f) { return !f.other.empty(); }
+
+// The first pairs that say what healthy looks like: error-free, no suspect
+// GPU in them, not a suspect link (all error-free pairs when none is left).
+double gpu_healthy_median(const std::vector<GpuPairResult>& pairs, const std::vector<SlowGpu>& suspects) {
+    std::vector<double> clean, all;
+    for (const auto& p : pairs) {
+        if (!p.error.empty()) continue;
+        all.push_back(p.busbw_gbps);
+        bool touched = false;
+        for (const auto& s : suspects) {
+            if (s.node != p.node) continue;
+            if (is_link(s) ? (std::set<std::string>{s.gpu, s.other} == std::set<std::string>{p.gpu_a, p.gpu_b})
+                           : (p.gpu_a == s.gpu || p.gpu_b == s.gpu))
+                touched = true;
+        }
+        if (!touched) clean.push_back(p.busbw_gbps);
+    }
+    return median_of(clean.empty() ? all : clean);
+}
+
+// The retests of suspect `s`: its link's own pair, or its GPU with a partner.
+bool retest_of(const SlowGpu& s, const GpuPairResult& t) {
+    if (t.node != s.node) return false;
+    if (is_link(s)) return std::set<std::string>{s.gpu, s.other} == std::set<std::string>{t.gpu_a, t.gpu_b};
+    return t.gpu_a == s.gpu;
+}
+
+}  // namespace
+
+GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
+    GpuRetestPlan plan;
+    for (const auto& f : slow_gpus(pairs))
+        if (!f.failed) plan.suspects.push_back(f);
+    if (plan.suspects.empty()) return plan;
+    std::set<Gpu> suspect_gpus;
+    for (const auto& s : plan.suspects)
+        if (!is_link(s)) suspect_gpus.insert({s.node, s.gpu});
+    // Each GPU's best error-free pair; partners are a node's other GPUs,
+    // fastest first (at or above the median of all pairs proven fast).
+    std::map<Gpu, double> best;
+    for (const auto& p : pairs) {
+        if (!p.error.empty()) continue;
+        for (const std::string& g : {p.gpu_a, p.gpu_b}) {
+            auto [it, fresh] = best.insert({{p.node, g}, p.busbw_gbps});
+            if (!fresh) it->second = std::max(it->second, p.busbw_gbps);
+        }
+    }
+    std::vector<GpuPairResult> wanted;
+    for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
+        const SlowGpu& s = plan.suspects[i];
+        if (is_link(s)) {
+            for (std::size_t k = 0; k < kRetestsPerSuspect; ++k) wanted.push_back({s.node, s.gpu, s.other, 0, ""});
+            continue;
+        }
+        std::vector<std::pair<double, std::string>> partners;
+        for (const auto& [g, b] : best)
+            if (g.first == s.node && g.second != s.gpu && !suspect_gpus.count(g)) partners.push_back({-b, g.second});
+        std::sort(partners.begin(), partners.end());
+        if (partners.empty()) plan.unconfirmable.push_back(i);
+        for (std::size_t k = 0; k < std::min(kRetestsPerSuspect, partners.size()); ++k)
+            wanted.push_back({s.node, s.gpu, partners[k].second, 0, ""});
+    }
+    // Into rounds: each pair in the first round where neither GPU is busy.
+    std::vector<std::set<Gpu>> busy;
+    for (const auto& w : wanted) {
+        std::size_t r = 0;
+        while (r < busy.size() && (busy[r].count({w.node, w.gpu_a}) || busy[r].count({w.node, w.gpu_b}))) ++r;
+        if (r == busy.size()) {
+            busy.emplace_back();
+            plan.rounds.emplace_back();
+        }
+        busy[r].insert({w.node, w.gpu_a});
+        busy[r].insert({w.node, w.gpu_b});
+        plan.rounds[r].push_back(w);
+    }
+    return plan;
+}
+
+std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const std::vector<GpuPairResult>& pairs,
+                                             const std::vector<GpuPairResult>& retests,
+                                             const std::vector<std::string>& hosts) {
+    const double ref = gpu_healthy_median(pairs, plan.suspects);
+    const double threshold = 0.5 * ref;
+    std::vector<RetestVerdict> out;
+    for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
+        const SlowGpu& s = plan.suspects[i];
+        RetestVerdict v{s.node, false, ""};
+        const std::string what = is_link(s) ? "the link between " + s.gpu + " and " + s.other : s.gpu;
+        if (std::find(plan.unconfirmable.begin(), plan.unconfirmable.end(), i) != plan.unconfirmable.end()) {
+            v.named = true;
+            v.text = s.text + " (not retested: every other GPU of " + host_of(hosts, s.node) + " looks slow too)";
+            out.push_back(v);
+            continue;
+        }
+        std::vector<std::string> ran, failed;
+        double best = -1;
+        for (const auto& t : retests) {
+            if (!retest_of(s, t)) continue;
+            const std::string with = is_link(s) ? "itself" : t.gpu_b;
+            if (!t.error.empty()) {
+                failed.push_back(with + " (" + t.error + ")");
+                continue;
+            }
+            ran.push_back(with + ": " + gbps(t.busbw_gbps) + " GB/s");
+            best = std::max(best, t.busbw_gbps);
+        }
+        if (ran.empty()) {
+            v.text = what + ": its first pairs looked slow (" + s.text + ") but no retest could confirm it" +
+                     (failed.empty() ? std::string(" (none ran in time)") : ": " + and_list(failed)) + "; not named";
+        } else if (best < threshold) {
+            v.named = true;
+            v.text = s.text + "; confirmed when " + (is_link(s) ? "timed again (" + and_list(ran) + ")"
+                                                                 : "retested with " + and_list(ran)) +
+                     " against a median of " + gbps(ref) + " GB/s";
+        } else {
+            v.text = what + ": its first pairs looked slow (" + s.text + "), but " +
+                     (is_link(s) ? "timed again it ran at speed (" + and_list(ran) + ")"
+                                 : "a retest with " + and_list(ran) + " ran at speed") +
+                     "; not named";
+        }
+        out.push_back(v);
+    }
+    return out;
+}
+
 }  // namespace mn

@@ -61,4 +61,31 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
                                          const std::vector<PairResult>& retests, uint32_t nnodes,
                                          std::optional<double> floor, const std::vector<std::string>& hosts);
 
+// ---- inside nodes: GPUs and the links between them ------------------------
+// The same rule for a node's GPUs: what slow_gpus() finds in the first GPU
+// pair rounds (a slow GPU, a slow link) is timed again within the check,
+// and named only if that is slow too. A failed pair is evidence of its own
+// and is not retested.
+struct GpuRetestPlan {
+    std::vector<SlowGpu> suspects;  // slow_gpus()'s findings that are not failures
+    // Rounds of GPU pairs to time again, no GPU twice in a round: a slow
+    // GPU (gpu_a) with up to kRetestsPerSuspect GPUs of its node that
+    // this run has proven fast; a slow link (both ends fine) on its own,
+    // as often. busbw_gbps and error are not used.
+    std::vector<std::vector<GpuPairResult>> rounds;
+    // Suspects with no GPU of their node to retest with (every other one
+    // a suspect too): named on the first rounds' evidence, with that said.
+    std::vector<std::size_t> unconfirmable;  // indexes into suspects
+};
+GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs);
+
+// Judges each GPU suspect (RetestVerdict.node: the report's node index)
+// on its retests, as judge_retests() does a node: named when every retest
+// that ran is below half the median of the first pairs without a suspect,
+// cleared (a note) when one ran at speed, "could not confirm" when none
+// ran. `hosts`: the report's hosts, by node index.
+std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const std::vector<GpuPairResult>& pairs,
+                                             const std::vector<GpuPairResult>& retests,
+                                             const std::vector<std::string>& hosts);
+
 }  // namespace mn

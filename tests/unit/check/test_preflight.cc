@@ -271,8 +271,8 @@ static void slow_gpu_is_named_not_its_partners(void**) {
         if (x.node == 1 && (x.gpu_a == "GPU2" || x.gpu_b == "GPU2")) x.busbw_gbps = 40;  // GPU2 of node 1 on PCIe
     const auto s = slow_gpus(p);
     assert_int_equal(s.size(), 1);
-    assert_int_equal(s[0].first, 1);
-    assert_contains(s[0].second, "slow GPU GPU2: its pairs run at 40.0 GB/s at best");
+    assert_int_equal(s[0].node, 1);
+    assert_contains(s[0].text, "slow GPU GPU2: its pairs run at 40.0 GB/s at best");
 }
 
 static void slow_link_is_named_when_both_gpus_are_fine(void**) {
@@ -281,8 +281,8 @@ static void slow_link_is_named_when_both_gpus_are_fine(void**) {
         if (x.node == 0 && x.gpu_a == "GPU0" && x.gpu_b == "GPU3") x.busbw_gbps = 60;
     const auto s = slow_gpus(p);
     assert_int_equal(s.size(), 1);
-    assert_int_equal(s[0].first, 0);
-    assert_contains(s[0].second, "slow link between GPU0 and GPU3: 60.0 GB/s");
+    assert_int_equal(s[0].node, 0);
+    assert_contains(s[0].text, "slow link between GPU0 and GPU3: 60.0 GB/s");
 }
 
 static void gpu_pairs_too_few_to_compare_and_failures(void**) {
@@ -291,7 +291,7 @@ static void gpu_pairs_too_few_to_compare_and_failures(void**) {
     // A failed pair is named whatever the count.
     const auto s = slow_gpus({{0, "GPU0", "GPU1", 0, "the pair's all-reduce failed"}});
     assert_int_equal(s.size(), 1);
-    assert_contains(s[0].second, "GPU pair GPU0 - GPU1 failed: the pair's all-reduce failed");
+    assert_contains(s[0].text, "GPU pair GPU0 - GPU1 failed: the pair's all-reduce failed");
     // In the verdict: the node is blamed, the table shows the pairs.
     PreflightReport r;
     r.nodes.resize(2);
