@@ -51,7 +51,9 @@ int follow(Step& st) {
 int lead(Step& st) {
     Lead l;
     if (gather(st, l) && lead_readiness(st, l) && lead_collective(st, l)) lead_pairs(st, l);
-    return verdict(st, l);
+    const int code = verdict(st, l);
+    gpu::release_held();
+    return code;
 }
 
 }  // namespace

@@ -98,6 +98,12 @@ struct AllreduceJob {
     std::vector<std::vector<int>> pair_colors;
     std::size_t pair_bytes = 0;
     std::string log_path;  // where NCCL writes its INFO lines (transport)
+    // Keep the communicators after the pair rounds, for retest_pairs();
+    // release_held() hands them back.
+    bool hold = false;
+    // A test hook's stall: seconds the host waits between two launches of
+    // a pair round's timed loop (the GPU idles, as behind a busy host).
+    double pair_pause = 0;
 };
 
 // Non-blocking ncclCommInitRankConfig for each lane, one checked
@@ -106,6 +112,18 @@ struct AllreduceJob {
 // pair rounds on communicators split off the first one. Every wait polls,
 // so abort_nccl() (rank 0's stop word) ends it.
 AllreduceResult run_allreduce(const AllreduceJob& job);
+
+// More pair rounds on the communicators run_allreduce() kept (job.hold),
+// split as its own were: every rank of the all-reduce takes part in each
+// split, colored -1 to sit out. `pause` as job.pair_pause.
+struct PairRounds {
+    std::vector<std::vector<double>> seconds;  // as AllreduceResult::pair_seconds
+    std::string error;
+};
+PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double pause);
+// Hands the kept communicators back (aborted: every rank is past its last
+// collective, and some may have ended); nothing when none are kept.
+void release_held();
 
 // Prolog: every visible GPU takes a context, a 16 MiB allocation and a copy
 // there and back; with two or more, a single-process NCCL all-reduce

@@ -334,6 +334,12 @@ Fields encode(const PairReport& m) {
     return Writer("pair_report").text("tag", m.tag).real("seconds", m.seconds).text("error", m.error).done();
 }
 
+Fields encode(const GpuRetest& m) { return Writer("gpu_retest").rows("colors", m.colors).done(); }
+
+Fields encode(const GpuRetestReport& m) {
+    return Writer("gpu_retest_report").rows("seconds", m.seconds).text("error", m.error).done();
+}
+
 Fields encode(const DataGreeting& m) {
     return Writer("data").text("purpose", m.purpose).whole("rank", m.rank).text("proof", m.proof).done();
 }
@@ -548,6 +554,21 @@ Outcome<PairReport> decode_pair_report(const Fields& f) {
     return r.result(m);
 }
 
+Outcome<GpuRetest> decode_gpu_retest(const Fields& f) {
+    Reader r(f, "gpu_retest");
+    GpuRetest m;
+    m.colors = r.int_rows("colors");
+    return r.result(m);
+}
+
+Outcome<GpuRetestReport> decode_gpu_retest_report(const Fields& f) {
+    Reader r(f, "gpu_retest_report");
+    GpuRetestReport m;
+    m.seconds = r.real_rows("seconds");
+    m.error = r.text("error");
+    return r.result(m);
+}
+
 Outcome<DataGreeting> decode_data_greeting(const Fields& f) {
     Reader r(f, "data");
     DataGreeting m;
@@ -583,6 +604,7 @@ Outcome<FromLead> decode_from_lead(const Fields& f) {
     if (op == "prepare") return widen<FromLead>(decode_prepare(f));
     if (op == "plan") return widen<FromLead>(decode_plan(f));
     if (op == "pair_cue") return widen<FromLead>(decode_pair_cue(f));
+    if (op == "gpu_retest") return widen<FromLead>(decode_gpu_retest(f));
     if (op == "word") return widen<FromLead>(decode_word(f));
     return Problem{unknown(op, "rank 0 never sends"), ""};
 }
@@ -594,6 +616,7 @@ Outcome<FromRank> decode_from_rank(const Fields& f) {
     if (op == "ready") return widen<FromRank>(decode_ready(f));
     if (op == "result") return widen<FromRank>(decode_result(f));
     if (op == "pair_report") return widen<FromRank>(decode_pair_report(f));
+    if (op == "gpu_retest_report") return widen<FromRank>(decode_gpu_retest_report(f));
     return Problem{unknown(op, "a rank never sends rank 0"), ""};
 }
 

@@ -126,6 +126,14 @@ struct PairCue {
     auto tie() const { return std::tie(tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound); }
 };
 
+// GPU path: more pair rounds on the communicators the all-reduce kept,
+// to retest suspects (lib/check/retest). Every rank gets one, since every
+// rank takes part in each split; its lanes' color per round, -1 to sit out.
+struct GpuRetest {
+    std::vector<std::vector<int>> colors;
+    auto tie() const { return std::tie(colors); }
+};
+
 // The end: done after a pass, stop otherwise (leave NCCL now), with the
 // check's exit code.
 struct Word {
@@ -172,6 +180,13 @@ struct PairReport {
     auto tie() const { return std::tie(tag, seconds, error); }
 };
 
+// A GPU retest's rounds, timed: per round, per lane, as Result's pair_seconds.
+struct GpuRetestReport {
+    std::vector<std::vector<double>> seconds;
+    std::string error;
+    auto tie() const { return std::tie(seconds, error); }
+};
+
 // The check ended without rank 0 (it was lost, and a standby gave the
 // verdict): should rank 0 come back, it ends quietly with this code.
 struct Superseded {
@@ -207,8 +222,8 @@ struct DataGreeting {
 };
 
 // What comes on the control connection after the hello.
-using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, Word>;
-using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport>;
+using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word>;
+using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport>;
 
 wire::Fields encode(const Challenge& m);
 wire::Fields encode(const Hello& m);
@@ -219,6 +234,8 @@ wire::Fields encode(const Word& m);
 wire::Fields encode(const Ready& m);
 wire::Fields encode(const Result& m);
 wire::Fields encode(const PairReport& m);
+wire::Fields encode(const GpuRetest& m);
+wire::Fields encode(const GpuRetestReport& m);
 wire::Fields encode(const DataGreeting& m);
 wire::Fields encode(const Beat& m);
 wire::Fields encode(const Roster& m);
@@ -239,6 +256,8 @@ Outcome<Word> decode_word(const wire::Fields& f);
 Outcome<Ready> decode_ready(const wire::Fields& f);
 Outcome<Result> decode_result(const wire::Fields& f);
 Outcome<PairReport> decode_pair_report(const wire::Fields& f);
+Outcome<GpuRetest> decode_gpu_retest(const wire::Fields& f);
+Outcome<GpuRetestReport> decode_gpu_retest_report(const wire::Fields& f);
 Outcome<DataGreeting> decode_data_greeting(const wire::Fields& f);
 Outcome<Beat> decode_beat(const wire::Fields& f);
 Outcome<Roster> decode_roster(const wire::Fields& f);

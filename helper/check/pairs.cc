@@ -4,7 +4,10 @@
 // GPU or NVLink pair is named as a slow node is. On GPUs the rounds run on
 // communicators split off the all-reduce's (helper/gpu/allreduce.cc); on CPUs rank 0 cues
 // each pair's two ranks. Each pair's timed loop stops after its budget
-// (0.01 x --timeout, 0.25 to 0.5 s).
+// (0.01 x --timeout, 0.25 to 0.5 s). What looks slow in these first
+// rounds is only a suspect: it is retested in more rounds, against
+// partners this run proved fast (lib/check/retest), and named only if
+// that is slow too. On GPUs every rank keeps its communicators for them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +42,14 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     r.seconds = t.seconds;
     r.error = t.ok ? (t.correct ? "" : t.error) : t.error;
     return r;
+}
+
+// This rank's part of the GPU retests: more split rounds on the
+// communicators its all-reduce kept.
+msg::GpuRetestReport run_gpu_retest(const msg::GpuRetest& q, const Step& st) {
+    set_phase("GPU retests");
+    const gpu::PairRounds r = gpu::retest_pairs(q.colors, stalls_pairs(st.self.rank, true) ? kStall : 0);
+    return {r.seconds, r.error};
 }
 
 // One round of CPU pair tests under way: who must report which tag.
@@ -166,50 +177,210 @@ bool cpu_pairs(Step& st, Lead& l) {
     return run_rounds(st, l, plan.rounds, "retest", 0, rep.retests);
 }
 
-// The GPU path's pairs: every rank timed each round on each of its lanes;
-// a pair's time is its slowest lane's.
-void gpu_pairs(Step& st, Lead& l) {
-    const uint32_t world = st.self.world;
-    std::vector<std::vector<double>> secs;  // [round][lane]
-    std::vector<std::string> names;         // [lane]
-    std::vector<uint32_t> lane_node;        // [lane]
-    for (uint32_t r = 0; r < world; ++r) {
+// ---- the GPU path ----------------------------------------------------------
+
+// Every lane (NCCL rank) of the step, in NCCL rank order: its GPU as its
+// rank named it, and its node.
+struct Lanes {
+    std::vector<std::string> names;
+    std::vector<uint32_t> node;
+    std::map<std::pair<uint32_t, std::string>, uint32_t> index;  // (node, GPU) -> lane
+};
+
+Lanes lanes_of(const Step& st, const Lead& l) {
+    Lanes m;
+    for (uint32_t r = 0; r < st.self.world; ++r) {
         const msg::Hello& h = l.members[r].hello;
         for (uint32_t i = 0; i < h.lanes; ++i) {
-            names.push_back(i < h.lane_gpus.size() ? h.lane_gpus[i] : "GPU?");
-            lane_node.push_back(l.members[r].node_index);
+            const std::string name = i < h.lane_gpus.size() ? h.lane_gpus[i] : "GPU?";
+            m.index[{l.members[r].node_index, name}] = static_cast<uint32_t>(m.names.size());
+            m.names.push_back(name);
+            m.node.push_back(l.members[r].node_index);
         }
-        const auto& rounds = l.results[r].pair_seconds;
-        for (std::size_t k = 0; k < rounds.size(); ++k) {
+    }
+    return m;
+}
+
+// Each rank's seconds per round and lane (`per_rank[r]`), laid out as
+// [round][lane]; a round a rank never reached has no entry for its lanes.
+std::vector<std::vector<double>> by_lane(const Step& st, const Lead& l,
+                                         const std::vector<std::vector<std::vector<double>>>& per_rank) {
+    std::vector<std::vector<double>> secs;
+    for (uint32_t r = 0; r < st.self.world; ++r) {
+        const uint32_t lanes = l.members[r].hello.lanes;
+        for (std::size_t k = 0; k < per_rank[r].size(); ++k) {
             if (secs.size() <= k) secs.resize(k + 1);
-            for (uint32_t i = 0; i < h.lanes; ++i) {
+            for (uint32_t i = 0; i < lanes; ++i) {
                 const std::size_t lane = l.first_lane[r] + i;
                 if (secs[k].size() <= lane) secs[k].resize(lane + 1, 0);
-                secs[k][lane] = i < rounds[k].size() ? rounds[k][i] : 0;
+                secs[k][lane] = i < per_rank[r][k].size() ? per_rank[r][k][i] : 0;
             }
         }
     }
-    for (std::size_t k = 0; k < l.gpu_rounds.size(); ++k) {
-        const GpuRound& g = l.gpu_rounds[k];
+    return secs;
+}
+
+// One timed GPU pair: what it tests (GpuRound::Pair) and its busbw or error.
+struct Scored {
+    bool intra = false;
+    GpuRound::Pair what;
+    double busbw = 0;
+    std::string error;
+};
+
+// The pairs of `rounds` from their lanes' seconds: a pair's time is its
+// slowest lane's. A round with lanes missing never ran: skipped, or with
+// `missing` its pairs carry that as their error (a retest that was lost).
+std::vector<Scored> score(const std::vector<GpuRound>& rounds, const std::vector<std::vector<double>>& secs,
+                          std::size_t bytes, const std::string& missing = "") {
+    std::vector<Scored> out;
+    for (std::size_t k = 0; k < rounds.size(); ++k) {
+        const GpuRound& g = rounds[k];
         for (const auto& [c, what] : g.what) {
             double slowest = 0;
             uint32_t nr = 0;
-            bool missing = false;
+            bool absent = false;
             for (std::size_t lane = 0; lane < g.color.size(); ++lane) {
                 if (g.color[lane] != c) continue;
                 ++nr;
-                if (k >= secs.size() || lane >= secs[k].size()) missing = true;
+                if (k >= secs.size() || lane >= secs[k].size()) absent = true;
                 else slowest = std::max(slowest, secs[k][lane] > 0 ? secs[k][lane] : 1e9);
             }
-            if (missing) continue;  // this round never ran (the pair tests were skipped, with a note)
-            const std::string err = slowest >= 1e9 ? "the pair's all-reduce failed" : "";
-            const double busbw = err.empty() && slowest > 0 ? allreduce_busbw(l.pair_bytes / slowest / 1e9, nr) : 0;
-            if (g.intra)
-                l.rep.gpu_pairs.push_back({lane_node[what.a], names[what.a], names[what.b], busbw, err});
-            else
-                l.rep.pairs.push_back({what.a, what.b, busbw, err});
+            if (absent && missing.empty()) continue;  // this round never ran (the pair tests were skipped, with a note)
+            Scored s{g.intra, what, 0, absent ? missing : slowest >= 1e9 ? "the pair's all-reduce failed" : ""};
+            if (s.error.empty() && slowest > 0) s.busbw = allreduce_busbw(bytes / slowest / 1e9, nr);
+            out.push_back(s);
         }
     }
+    return out;
+}
+
+// The GPU path's pairs: every rank timed each round on each of its lanes.
+void gpu_pairs(Step& st, Lead& l) {
+    const Lanes m = lanes_of(st, l);
+    std::vector<std::vector<std::vector<double>>> per_rank;
+    for (const auto& r : l.results) per_rank.push_back(r.pair_seconds);
+    for (const Scored& s : score(l.gpu_rounds, by_lane(st, l, per_rank), l.pair_bytes)) {
+        if (s.intra) l.rep.gpu_pairs.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
+        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error});
+    }
+}
+
+// A round of node pairs on GPUs: every lane of a pair's two nodes takes
+// the pair's color.
+GpuRound node_round(const Lanes& m, const NodePairs& round) {
+    GpuRound g;
+    g.color.assign(m.names.size(), -1);
+    for (std::size_t q = 0; q < round.size(); ++q) {
+        g.what[static_cast<int>(q)] = {round[q].first, round[q].second};
+        for (std::size_t lane = 0; lane < m.node.size(); ++lane)
+            if (m.node[lane] == round[q].first || m.node[lane] == round[q].second) g.color[lane] = static_cast<int>(q);
+    }
+    return g;
+}
+
+// The retest rounds on GPUs: node suspects with their partners (every
+// lane of both nodes one color, as in the first rounds), then GPU
+// suspects inside nodes (a color per GPU pair; `a` the suspect).
+std::vector<GpuRound> gpu_retest_rounds(const Lanes& m, const RetestPlan& nodes, const GpuRetestPlan& gpus) {
+    std::vector<GpuRound> out;
+    for (const auto& round : nodes.rounds) out.push_back(node_round(m, round));
+    for (const auto& round : gpus.rounds) {
+        GpuRound g;
+        g.intra = true;
+        g.color.assign(m.names.size(), -1);
+        for (std::size_t q = 0; q < round.size(); ++q) {
+            auto a = m.index.find({round[q].node, round[q].gpu_a}), b = m.index.find({round[q].node, round[q].gpu_b});
+            if (a == m.index.end() || b == m.index.end()) continue;
+            g.color[a->second] = g.color[b->second] = static_cast<int>(q);
+            g.what[static_cast<int>(q)] = {a->second, b->second};
+        }
+        if (!g.what.empty()) out.push_back(g);
+    }
+    return out;
+}
+
+// Each rank's retest report, rank 0's own from its thread; false when a
+// rank was lost meanwhile (noted, the others stopped). A rank that sent
+// none in time leaves its lanes without seconds.
+bool collect_retests(Step& st, Lead& l, std::size_t rounds, std::vector<std::vector<std::vector<double>>>& per_rank,
+                     std::vector<std::string>& errors) {
+    const uint32_t world = st.self.world;
+    per_rank.assign(world, {});
+    std::vector<bool> reported(world, false);
+    uint32_t count = 0;
+    // Each round: a split and a timed loop of at most the pair budget.
+    const Deadline wait = Deadline::in(std::min(st.end.left(), double(rounds) * (st.budget.pair + 3) + 2));
+    auto take = [&](uint32_t r, const msg::GpuRetestReport& m) {
+        per_rank[r] = m.seconds;
+        if (!m.error.empty()) errors.push_back(l.who(r) + ": " + m.error);
+        reported[r] = true;
+        ++count;
+    };
+    while (count < world && !wait.passed()) {
+        if (!reported[0] && l.own_retest.valid() &&
+            l.own_retest.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+            take(0, l.own_retest.get());
+            continue;
+        }
+        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, wait.left()))));
+        if (!h || reported[h->rank]) continue;
+        if (!h->msg) {
+            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Pairs)));
+            l.stop_the_rest();
+            return false;
+        }
+        if (const auto* m = std::get_if<msg::GpuRetestReport>(&*h->msg)) take(h->rank, *m);
+    }
+    for (uint32_t r = 0; r < world; ++r)
+        if (!reported[r]) errors.push_back(l.who(r) + " did not report its retests in time");
+    return true;
+}
+
+// The GPU path's retests: the suspects of the first rounds (nodes, GPUs,
+// links) timed again on communicators split off the all-reduce's, which
+// every rank kept for this. False when a rank was lost (noted).
+bool gpu_retests(Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
+    const uint32_t nnodes = static_cast<uint32_t>(rep.nodes.size());
+    RetestPlan nodes;
+    GpuRetestPlan gpus;
+    if (!rep.pairs.empty()) {
+        nodes = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+        rep.retests_ran = true;
+    }
+    if (!rep.gpu_pairs.empty()) {
+        gpus = plan_gpu_retests(rep.gpu_pairs);
+        rep.gpu_retests_ran = true;
+    }
+    const Lanes m = lanes_of(st, l);
+    const std::vector<GpuRound> rounds = gpu_retest_rounds(m, nodes, gpus);
+    if (rounds.empty()) return true;
+    std::vector<std::string> names;
+    for (uint32_t s : nodes.suspects) names.push_back(rep.nodes[s].host);
+    for (const auto& s : gpus.suspects)
+        names.push_back(rep.nodes[s.node].host + " " + (s.other.empty() ? s.gpu : s.gpu + " - " + s.other));
+    set_phase("GPU retests");
+    progress(st.self, "retesting " + join_list(names) + " (" + std::to_string(rounds.size()) + " rounds of NCCL splits)");
+    for (uint32_t r = 0; r < st.self.world; ++r) {
+        msg::GpuRetest q;
+        for (const auto& g : rounds) {
+            std::vector<int> mine;
+            for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(g.color[l.first_lane[r] + k]);
+            q.colors.push_back(mine);
+        }
+        if (r == 0) l.own_retest = on_thread<msg::GpuRetestReport>([q, &st] { return run_gpu_retest(q, st); });
+        else l.members[r].ctl.send(q, st.end);
+    }
+    std::vector<std::vector<std::vector<double>>> per_rank;
+    std::vector<std::string> errors;
+    if (!collect_retests(st, l, rounds.size(), per_rank, errors)) return false;
+    const std::string missing = errors.empty() ? "not timed" : errors.front();
+    for (const Scored& s : score(rounds, by_lane(st, l, per_rank), l.pair_bytes, missing)) {
+        if (s.intra) rep.gpu_retests.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
+        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error});
+    }
+    return true;
 }
 
 }  // namespace
@@ -217,25 +388,11 @@ void gpu_pairs(Step& st, Lead& l) {
 std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l) {
     std::vector<std::vector<int>> out;
     if (!st.o.pairs) return out;
-    const uint32_t world = st.self.world;
-    std::vector<uint32_t> lane_node;
+    const Lanes m = lanes_of(st, l);
+    const std::vector<uint32_t>& lane_node = m.node;
     std::map<uint32_t, std::vector<uint32_t>> node_lanes;
-    for (uint32_t r = 0; r < world; ++r)
-        for (uint32_t i = 0; i < l.members[r].hello.lanes; ++i) {
-            node_lanes[l.members[r].node_index].push_back(static_cast<uint32_t>(lane_node.size()));
-            lane_node.push_back(l.members[r].node_index);
-        }
-    for (const auto& round : l.rounds) {
-        GpuRound g;
-        g.color.assign(lane_node.size(), -1);
-        for (std::size_t q = 0; q < round.size(); ++q) {
-            g.what[static_cast<int>(q)] = {round[q].first, round[q].second};
-            for (std::size_t lane = 0; lane < lane_node.size(); ++lane)
-                if (lane_node[lane] == round[q].first || lane_node[lane] == round[q].second)
-                    g.color[lane] = static_cast<int>(q);
-        }
-        l.gpu_rounds.push_back(g);
-    }
+    for (uint32_t lane = 0; lane < lane_node.size(); ++lane) node_lanes[lane_node[lane]].push_back(lane);
+    for (const auto& round : l.rounds) l.gpu_rounds.push_back(node_round(m, round));
     // Inside nodes: every pair of a node's GPUs, all nodes at once.
     std::map<uint32_t, std::vector<std::vector<std::pair<uint32_t, uint32_t>>>> inside;
     std::size_t n_inside = 0;
@@ -274,8 +431,12 @@ std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l) {
 void lead_pairs(Step& st, Lead& l) {
     l.phase = "pairs";
     l.hub.stage(msg::Stage::Pairs);
-    if (l.gpu_path) gpu_pairs(st, l);
-    else cpu_pairs(st, l);
+    if (l.gpu_path) {
+        gpu_pairs(st, l);
+        gpu_retests(st, l);
+    } else {
+        cpu_pairs(st, l);
+    }
     l.cost.mark("pairs", st.start);
 }
 
@@ -292,7 +453,12 @@ int serve_pairs(Step& st, Follower& f) {
         }
         if (const auto* w = std::get_if<msg::Word>(&*m)) {
             mark_done();
+            gpu::release_held();
             return w->code;
+        }
+        if (const auto* g = std::get_if<msg::GpuRetest>(&*m)) {
+            if (!f.ctl.send(run_gpu_retest(*g, st), st.end)) return kTimeout;
+            continue;
         }
         const auto* q = std::get_if<msg::PairCue>(&*m);
         if (!q) continue;

@@ -69,7 +69,7 @@ bool Lead::own_work_running() const {
     auto running = [](const auto& f) {
         return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
     };
-    return running(own) || running(own_pair) || running(own_ready);
+    return running(own) || running(own_pair) || running(own_ready) || running(own_retest);
 }
 
 std::string Heard::gone(const std::string& phase) const {
@@ -109,6 +109,10 @@ void log_start(const Self& self, double start) {
 
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
+bool stalls_pairs(uint32_t rank, bool retest) {
+    return hook_names_rank("MN_PREFLIGHT_STALL_RETESTS", rank) ||
+           (!retest && hook_names_rank("MN_PREFLIGHT_STALL_PAIRS", rank));
+}
 
 // ---- the control plane's cost ----------------------------------------------
 

@@ -294,6 +294,7 @@ struct Lead {
     std::vector<msg::Result> results;    // each rank's collective result
     std::future<msg::Result> own;        // rank 0's own share, on a thread
     std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread
+    std::future<msg::GpuRetestReport> own_retest;  // rank 0's part of the GPU retests, on a thread
     std::future<std::string> own_ready;     // rank 0's own readiness, on a thread
     ControlCost cost;
     Hub hub;                             // destroyed before the members' Lines
@@ -339,6 +340,13 @@ bool setup_fails_on_purpose(uint32_t rank);
 // init (or the ring's connect) waiting for them, where the stop word must
 // reach them.
 bool exits_on_purpose(uint32_t rank);
+// The test hooks MN_PREFLIGHT_STALL_PAIRS=RANK[,RANK] (the first pair
+// rounds only: noise that a retest must clear) and
+// MN_PREFLIGHT_STALL_RETESTS=RANK[,RANK] (the retests too: a slow node
+// that they must confirm), GPU path: those ranks' hosts wait kStall
+// seconds before each launch of a pair's timed loop, and the GPU idles.
+bool stalls_pairs(uint32_t rank, bool retest);
+constexpr double kStall = 0.05;
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc

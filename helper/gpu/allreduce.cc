@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "helper/gpu/lanes.h"
 #include "helper/gpu/libraries.h"
@@ -25,11 +27,12 @@ struct Run {
     const Nccl& nc;
     std::vector<Lane> lanes;
     double until = 0;
+    double pause = 0;  // seconds the host waits between launches (a test hook's stall)
 };
 
 // Hands each communicator back: destroyed, or aborted once abort_nccl()
-// was called (which may have taken it already).
-void release(const Run& run, std::vector<ncclComm_t>& cs) {
+// was called (which may have taken it already) or with `abort`.
+void release(const Run& run, std::vector<ncclComm_t>& cs, bool abort = false) {
     for (std::size_t l = 0; l < cs.size(); ++l) {
         if (!cs[l]) continue;
         if (!untrack(cs[l])) {  // abort_nccl() has it
@@ -37,11 +40,21 @@ void release(const Run& run, std::vector<ncclComm_t>& cs) {
             continue;
         }
         run.cu.ctx_set(run.lanes[l].ctx);
-        if (stopped()) run.nc.comm_abort(cs[l]);
+        if (abort || stopped()) run.nc.comm_abort(cs[l]);
         else run.nc.comm_destroy(cs[l]);
         cs[l] = nullptr;
     }
 }
+
+// The communicators run_allreduce() kept for retests (job.hold), with what
+// their rounds need; one check holds one set.
+struct Held {
+    Run run;
+    AllreduceJob job;
+    std::vector<ncclComm_t> comms;
+};
+std::mutex held_mu;
+std::optional<Held> held;
 
 // Step 1: the lanes readiness opened, or open them now (the prolog's use);
 // each lane's buffer then holds its rank's pattern.
@@ -157,8 +170,12 @@ std::optional<Failure> timed_rounds(const Run& run, const std::vector<ncclComm_t
         run.cu.ctx_set(ln.ctx);
         run.cu.event_record(ln.t0, ln.stream);
     }
-    for (int i = 0; i < k; ++i)
+    for (int i = 0; i < k; ++i) {
+        // The stall goes inside the timed span, before each launch: the
+        // GPU idles, as behind a busy host, and the loop's size follows.
+        if (run.pause > 0) std::this_thread::sleep_for(std::chrono::duration<double>(run.pause));
         if (auto e = enqueue(run, cs, n)) return e;
+    }
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
         run.cu.event_record(ln.t1, ln.stream);
@@ -300,12 +317,13 @@ std::vector<double> pair_round(const Run& run, const std::vector<ncclComm_t>& su
     return round;
 }
 
-// Step 5: the pair rounds, each on communicators split off the first so
-// that each pair runs alone. Pairs use the start of the all-reduce's
-// buffer: never past its end.
-void pair_rounds(const Run& run, const std::vector<ncclComm_t>& comms, const AllreduceJob& job, AllreduceResult& res) {
+// Step 5: the pair rounds (`rounds`: each lane's color per round), each
+// on communicators split off the first so that each pair runs alone.
+// Pairs use the start of the all-reduce's buffer: never past its end.
+void pair_rounds(const Run& run, const std::vector<ncclComm_t>& comms, const AllreduceJob& job,
+                 const std::vector<std::vector<int>>& rounds, AllreduceResult& res) {
     const std::size_t n = std::min(job.pair_bytes, job.bytes) / sizeof(float);
-    for (const auto& colors : job.pair_colors) {
+    for (const auto& colors : rounds) {
         if (!run.nc.comm_split) {
             res.pair_error = "this NCCL has no ncclCommSplit (needs 2.18 or newer)";
             break;
@@ -345,9 +363,48 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
         release(run, c.comms);
         return fail(*f);
     }
-    pair_rounds(run, c.comms, job, res);
-    release(run, c.comms);
+    Run paused = run;
+    paused.pause = job.pair_pause;
+    pair_rounds(paused, c.comms, job, job.pair_colors, res);
+    if (job.hold && res.pair_error.empty()) {
+        std::lock_guard<std::mutex> g(held_mu);
+        if (held) release(held->run, held->comms, true);
+        held.reset();
+        held.emplace(Held{run, job, c.comms});
+    } else {
+        release(run, c.comms);
+    }
     return res;
+}
+
+PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double pause) {
+    PairRounds out;
+    std::lock_guard<std::mutex> g(held_mu);
+    if (!held) {
+        out.error = "the all-reduce's communicators were not kept (its pair rounds failed)";
+        return out;
+    }
+    if (stopped()) {
+        out.error = "stopped by rank 0";
+        return out;
+    }
+    Run run = held->run;
+    run.pause = pause;
+    AllreduceResult res;
+    pair_rounds(run, held->comms, held->job, rounds, res);
+    out.seconds = std::move(res.pair_seconds);
+    out.error = res.pair_error;
+    return out;
+}
+
+void release_held() {
+    std::lock_guard<std::mutex> g(held_mu);
+    if (!held) return;
+    // Aborted, not destroyed: ncclCommDestroy finalizes, which waits until
+    // the communicator is quiet everywhere, and ranks that already have
+    // their word may be gone. Every rank is past its last collective.
+    release(held->run, held->comms, true);
+    held.reset();
 }
 
 std::string local_check(double budget_seconds) {

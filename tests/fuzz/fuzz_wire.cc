@@ -89,6 +89,8 @@ void every_decoder(const std::string& bytes) {
     decoder<msg::Ready>(f, msg::decode_ready, "ready");
     decoder<msg::Result>(f, msg::decode_result, "result");
     decoder<msg::PairReport>(f, msg::decode_pair_report, "pair_report");
+    decoder<msg::GpuRetest>(f, msg::decode_gpu_retest, "gpu_retest");
+    decoder<msg::GpuRetestReport>(f, msg::decode_gpu_retest_report, "gpu_retest_report");
     decoder<msg::DataGreeting>(f, msg::decode_data_greeting, "data");
     decoder<msg::Beat>(f, msg::decode_beat, "beat");
     decoder<msg::Roster>(f, msg::decode_roster, "roster");
@@ -274,6 +276,10 @@ void built_messages(const std::string& bytes) {
     round_trip(ready_from(s), msg::decode_ready, "ready");
     round_trip(result_from(s), msg::decode_result, "result");
     round_trip(msg::PairReport{s.text(), s.real(), s.text()}, msg::decode_pair_report, "pair_report");
+    round_trip(msg::GpuRetest{s.rows<int>([&] { return static_cast<int>(s.bits(32)); })}, msg::decode_gpu_retest,
+               "gpu_retest");
+    round_trip(msg::GpuRetestReport{s.rows<double>([&] { return s.real(); }), s.text()},
+               msg::decode_gpu_retest_report, "gpu_retest_report");
     round_trip(msg::DataGreeting{s.text(), static_cast<uint32_t>(s.bits(32)), s.text()}, msg::decode_data_greeting,
                "data");
     built_liveness(s);

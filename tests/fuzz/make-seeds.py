@@ -118,6 +118,9 @@ messages = {
     "result": result_cpu, "result-gpu": result_gpu,
     "result-peer": dict(result_cpu, ran="0", correct="0", kind="peer", error="ring from rank 2 to rank 1: \\ x"),
     "pair-report": {"op": "pair_report", "tag": "pair:0:0", "seconds": "0.0042", "error": ""},
+    "gpu-retest": {"op": "gpu_retest", **items("colors", ["0,0", "-1,-1", "1,-1"])},
+    "gpu-retest-report": {"op": "gpu_retest_report", **items("seconds", ["0.0021,0.0022", "-1,-1", "0.0019,-1"]),
+                          "error": ""},
     "data": {"op": "data", "purpose": "ring", "rank": "2", "proof": "ab" * 32},
     "bad-number": dict(cpu_plan, bytes="12x"), "missing-field": {"op": "prepare", "path": "gpu"},
     # Liveness and takeover (helper/check/liveness.cc, takeover.cc).
