@@ -43,6 +43,37 @@ bool ring_allreduce(float* buf, std::size_t count, uint32_t pos, uint32_t n, int
     return true;
 }
 
+// One all-reduce of `piece` (count floats) over `links`: a member sends
+// its piece to its leader and gets the sum back; a leader adds its
+// members' pieces, rings with the other leaders and hands the sum back.
+bool node_allreduce(float* piece, std::size_t count, const Links& links, std::vector<float>& tmp, const Deadline& d,
+                    std::string* err) {
+    const std::size_t bytes = count * sizeof(float);
+    tmp.resize(std::max(tmp.size(), count));
+    if (links.leader >= 0) {
+        if (!wire::send_all(links.leader, piece, bytes, d) || !wire::recv_all(links.leader, tmp.data(), bytes, d)) {
+            *err = "no sum back from its node's leader";
+            return false;
+        }
+        std::copy(tmp.begin(), tmp.begin() + static_cast<long>(count), piece);
+        return true;
+    }
+    for (std::size_t m = 0; m < links.members.size(); ++m) {
+        if (!wire::recv_all(links.members[m], tmp.data(), bytes, d)) {
+            *err = "no piece from member " + std::to_string(m + 1) + " of its node";
+            return false;
+        }
+        for (std::size_t i = 0; i < count; ++i) piece[i] += tmp[i];
+    }
+    if (!ring_allreduce(piece, count, links.pos, links.n, links.next, links.prev, d, err)) return false;
+    for (std::size_t m = 0; m < links.members.size(); ++m)
+        if (!wire::send_all(links.members[m], piece, bytes, d)) {
+            *err = "could not hand the sum to member " + std::to_string(m + 1) + " of its node";
+            return false;
+        }
+    return true;
+}
+
 }  // namespace
 
 std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t pos) {
@@ -58,8 +89,8 @@ std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t p
     return "";
 }
 
-Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, int next_fd, int prev_fd,
-                 const Deadline& d, double budget) {
+Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
+                 double budget) {
     Timed t;
     const std::size_t count = buf.size();
     if (count == 0) return t;
@@ -69,7 +100,7 @@ Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, i
     const std::size_t seg = std::min<std::size_t>(count, 1u << 18);
     const std::size_t nseg = (count + seg - 1) / seg;
     const std::size_t planned = nseg * (1 + static_cast<std::size_t>(std::max(0, iters)));
-    std::vector<float> piece(seg + 1);
+    std::vector<float> piece(seg + 1), tmp;
     const double t0 = now_s();
     double t_first = 0;
     std::size_t done = 0;
@@ -77,7 +108,7 @@ Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, i
     bool checked = false;
     // The first pass is checked, or as much of it as the time allowed.
     auto check_first = [&](std::size_t upto) {
-        t.error = check_pattern(upto == count ? buf : std::vector<float>(buf.begin(), buf.begin() + upto), n);
+        t.error = check_pattern(upto == count ? buf : std::vector<float>(buf.begin(), buf.begin() + upto), patterns);
         t.correct = t.error.empty();
         if (!t.correct) t.error = "wrong all-reduce result: " + t.error;
         checked = true;
@@ -86,7 +117,7 @@ Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, i
         const std::size_t lo = (done % nseg) * seg, len = std::min(seg, count - lo);
         std::copy(buf.begin() + lo, buf.begin() + lo + len, piece.begin());
         piece[len] = now_s() - t0 > budget ? 1.0f : 0.0f;
-        if (!ring_allreduce(piece.data(), len + 1, pos, n, next_fd, prev_fd, d, &t.error)) {
+        if (!node_allreduce(piece.data(), len + 1, links, tmp, d, &t.error)) {
             t.peer = true;
             return t;
         }
@@ -176,24 +207,84 @@ msg::Result gpu_share(const msg::Plan& p, const Step& st) {
     return out;
 }
 
-// The same on CPUs: the TCP ring, this rank between its two neighbours.
+// A leader's connections: one from each member of its node ("node") and
+// one from the leader before it ("ring"), in whatever order they come,
+// each proving the step secret; a stranger is refused and waited past.
+// Sockets in the order of `want`; a problem naming who never came.
+Outcome<std::vector<Fd>> accept_group(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
+                                      const std::string& secret, const Deadline& d) {
+    std::vector<Fd> got(want.size());
+    std::size_t have = 0;
+    while (have < want.size() && !d.passed()) {
+        std::string peer;
+        auto fd = wire::accept_one(listen_fd, d, &peer);
+        if (!fd) break;
+        std::string err;
+        auto f = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
+        auto g = f ? msg::decode_data_greeting(*f) : Outcome<msg::DataGreeting>(Problem{err, ""});
+        std::size_t i = want.size();
+        if (g && g->proof == hmac_hex(secret, "data:" + g->purpose + ":" + std::to_string(g->rank)))
+            for (std::size_t k = 0; k < want.size(); ++k)
+                if (want[k].first == g->purpose && want[k].second == g->rank && !got[k]) i = k;
+        if (i == want.size()) {
+            std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
+                         peer.c_str(), g ? "not one this rank waits for, or no valid step secret" : g.problem().text().c_str());
+            continue;
+        }
+        got[i] = std::move(fd.value());
+        ++have;
+    }
+    for (std::size_t k = 0; k < want.size(); ++k)
+        if (!got[k])
+            return Problem{"rank " + std::to_string(want[k].second) + " did not connect for " + want[k].first, ""};
+    return got;
+}
+
+// The same on CPUs, over TCP: a member hands its pieces to its node's
+// leader; a leader gathers its members', rings with the other leaders and
+// hands the sums back (Links).
 msg::Result cpu_share(const msg::Plan& p, Step& st) {
     set_phase("ring connect");
-    const uint32_t n = st.self.world, rank = st.self.rank;
+    const uint32_t rank = st.self.rank;
+    const bool leads = p.leader == rank;
     msg::Result out;
-    Fd next, prev;
-    if (n > 1) {
-        auto nx = data_connect(p.next_addr, p.next_port, "ring", rank, st.self.secret, st.work_end);
-        auto pv = data_accept(st.data_listen.get(), "ring", (rank + n - 1) % n, st.self.secret, st.work_end);
-        if (!nx || !pv) {
-            out.kind = msg::Result::Kind::Peer;
-            out.error = !nx ? "cannot reach the next rank: " + nx.problem().text() : pv.problem().text();
+    out.kind = msg::Result::Kind::Peer;
+    Fd up, next;
+    std::vector<Fd> group;
+    Links links;
+    if (!leads) {
+        auto c = data_connect(p.next_addr, p.next_port, "node", rank, st.self.secret, st.work_end);
+        if (!c) {
+            out.error = "cannot reach its node's leader, rank " + std::to_string(p.leader) + ": " + c.problem().text();
             return out;
         }
-        next = std::move(nx.value());
-        prev = std::move(pv.value());
+        up = std::move(c.value());
+        links.leader = up.get();
+    } else {
+        if (p.ring_size > 1) {
+            auto c = data_connect(p.next_addr, p.next_port, "ring", rank, st.self.secret, st.work_end);
+            if (!c) {
+                out.error = "cannot reach the next node's leader: " + c.problem().text();
+                return out;
+            }
+            next = std::move(c.value());
+        }
+        std::vector<std::pair<std::string, uint32_t>> want;
+        for (uint32_t m : p.members) want.push_back({"node", m});
+        if (p.ring_size > 1) want.push_back({"ring", p.prev});
+        auto g = accept_group(st.data_listen.get(), want, st.self.secret, st.work_end);
+        if (!g) {
+            out.error = g.problem().text();
+            return out;
+        }
+        group = std::move(g.value());
+        for (std::size_t m = 0; m < p.members.size(); ++m) links.members.push_back(group[m].get());
+        links.pos = p.ring_pos;
+        links.n = std::max<uint32_t>(1, p.ring_size);
+        links.next = next.get();
+        if (p.ring_size > 1) links.prev = group.back().get();
     }
-    set_phase("TCP ring all-reduce");
+    set_phase("TCP all-reduce");
     // The buffer readiness filled with this rank's pattern (at launch for
     // the default size): taken, not copied, since every rank of a machine
     // copying megabytes at the go starves rank 0's loop that sends it.
@@ -202,11 +293,17 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         buf.assign(p.bytes / sizeof(float), 0.0f);
         fill_pattern(buf, rank);
     }
-    Timed t = timed_ring(buf, p.iters, rank, n, next.get(), prev.get(), st.work_end, p.budget);
-    // Name the ring neighbours: one of them is the likely culprit.
-    if (!t.ok)
-        t.error = "ring from rank " + std::to_string((rank + n - 1) % n) + " to rank " + std::to_string((rank + 1) % n) +
-                  ": " + t.error;
+    Timed t = timed_ring(buf, p.iters, links, st.self.world, st.work_end, p.budget);
+    // Name who this rank exchanged with: one of them is the likely culprit.
+    if (!t.ok) {
+        const std::string members = p.members.empty() ? "" : " (its node's members: ranks " + join_list([&] {
+            std::vector<std::string> v;
+            for (uint32_t m : p.members) v.push_back(std::to_string(m));
+            return v;
+        }()) + ")";
+        t.error = leads ? "leaders' ring from rank " + std::to_string(p.prev) + members + ": " + t.error
+                        : "with its node's leader, rank " + std::to_string(p.leader) + ": " + t.error;
+    }
     out.ran = t.ok || !t.error.empty();
     out.correct = t.correct;
     out.error = t.error;
@@ -255,9 +352,22 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
     p.nranks = static_cast<int>(lanes);
     p.first_rank = static_cast<int>(l.first_lane[r]);
     p.id = id;
-    const uint32_t nx = (r + 1) % st.self.world;
-    p.next_addr = l.members[nx].hello.data_addr;
-    p.next_port = l.members[nx].hello.data_port;
+    // CPU path: the node's leader is its lowest rank; the leaders ring in
+    // node order.
+    const auto& nodes = l.rep.nodes;
+    const uint32_t node = l.members[r].node_index, nn = static_cast<uint32_t>(nodes.size());
+    auto leader_of = [&](uint32_t k) { return *std::min_element(nodes[k].ranks.begin(), nodes[k].ranks.end()); };
+    p.leader = leader_of(node);
+    const uint32_t to = p.leader == r ? leader_of((node + 1) % nn) : p.leader;
+    p.next_addr = l.members[to].hello.data_addr;
+    p.next_port = l.members[to].hello.data_port;
+    if (p.leader == r) {
+        for (uint32_t m : nodes[node].ranks)
+            if (m != r) p.members.push_back(m);
+        p.ring_pos = node;
+        p.ring_size = nn;
+        p.prev = leader_of((node + nn - 1) % nn);
+    }
     for (const auto& round : gpu_rounds) {
         std::vector<int> mine;
         for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(round[l.first_lane[r] + k]);

@@ -43,6 +43,7 @@ public:
     Writer& integer(const std::string& k, int64_t v) { return set(k, std::to_string(v)); }
     Writer& real(const std::string& k, double v) { return set(k, real_text(v)); }
     Writer& flag(const std::string& k, bool v) { return set(k, v ? "1" : "0"); }
+    Writer& wholes(const std::string& k, const std::vector<uint32_t>& v) { return set(k, joined(v)); }
     Writer& texts(const std::string& k, const std::vector<std::string>& v) {
         whole(k, v.size());
         for (std::size_t i = 0; i < v.size(); ++i) text(k + "." + std::to_string(i), v[i]);
@@ -160,6 +161,23 @@ public:
         std::vector<std::string> out(whole(k, 0, kMaxItems));
         for (std::size_t i = 0; i < out.size() && err_.empty(); ++i) out[i] = text(k + "." + std::to_string(i));
         return err_.empty() ? out : std::vector<std::string>{};
+    }
+    // A comma-separated list of whole numbers up to `hi` ("" is none).
+    std::vector<uint32_t> wholes(const std::string& k, uint64_t hi) {
+        const std::string v = text(k);
+        std::vector<uint32_t> out;
+        std::size_t at = 0;
+        while (err_.empty() && !v.empty() && at <= v.size() && out.size() < kMaxItems) {
+            const std::size_t comma = std::min(v.find(',', at), v.size());
+            uint64_t x = 0;
+            if (!parse_whole(v.substr(at, comma - at), x) || x > hi) {
+                fail("'" + prefix_ + k + "'='" + v + "' is not a list of whole numbers up to " + std::to_string(hi));
+                return {};
+            }
+            out.push_back(static_cast<uint32_t>(x));
+            at = comma + 1;
+        }
+        return err_.empty() ? out : std::vector<uint32_t>{};
     }
     std::vector<std::vector<double>> real_rows(const std::string& k) {
         return rows<double>(k, [](const std::string& s, double& x) { return parse_real(s, x); }, "finite numbers");
@@ -285,6 +303,11 @@ Fields encode(const Plan& m) {
         .text("id", m.id)
         .text("next_addr", m.next_addr)
         .whole("next_port", m.next_port)
+        .whole("leader", m.leader)
+        .wholes("members", m.members)
+        .whole("ring_pos", m.ring_pos)
+        .whole("ring_size", m.ring_size)
+        .whole("prev", m.prev)
         .rows("colors", m.colors)
         .done();
 }
@@ -491,6 +514,11 @@ Outcome<Plan> decode_plan(const Fields& f) {
     m.id = r.text("id");
     m.next_addr = r.text("next_addr");
     m.next_port = static_cast<uint16_t>(r.whole("next_port", 0, 65535));
+    m.leader = static_cast<uint32_t>(r.whole("leader", 0, kU32));
+    m.members = r.wholes("members", kU32);
+    m.ring_pos = static_cast<uint32_t>(r.whole("ring_pos", 0, kU32));
+    m.ring_size = static_cast<uint32_t>(r.whole("ring_size", 0, kU32));
+    m.prev = static_cast<uint32_t>(r.whole("prev", 0, kU32));
     m.colors = r.int_rows("colors");
     return r.result(m);
 }

@@ -103,12 +103,19 @@ struct Plan {
     uint64_t pair_bytes = 0;
     int nranks = 0, first_rank = 0;      // NCCL ranks in all; this rank's first
     std::string id;                      // NCCL's unique id (GPU path)
-    std::string next_addr;               // the ring's next rank (CPU path)
+    // CPU path: each node's ranks add their buffers at the node's leader
+    // (its lowest rank), the leaders ring, and each leader hands the sum
+    // back. A leader's next_* is the next leader's data port; a member's,
+    // its leader's.
+    std::string next_addr;
     uint16_t next_port = 0;
+    uint32_t leader = 0;            // this rank's node leader (itself when it leads)
+    std::vector<uint32_t> members;  // a leader: the other ranks of its node
+    uint32_t ring_pos = 0, ring_size = 0, prev = 0;  // a leader: its place in the leaders' ring, the leader before it
     std::vector<std::vector<int>> colors;  // GPU pair rounds: each lane's color, -1 to sit out
     auto tie() const {
         return std::tie(gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr,
-                        next_port, colors);
+                        next_port, leader, members, ring_pos, ring_size, prev, colors);
     }
 };
 

@@ -38,7 +38,11 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     const uint32_t pos = q.connect ? 0 : 1;
     std::vector<float> buf(q.bytes / sizeof(float));
     fill_pattern(buf, pos);
-    Timed t = timed_ring(buf, q.iters, pos, 2, fd->get(), fd->get(), pd, q.time_bound);
+    Links links;
+    links.pos = pos;
+    links.n = 2;
+    links.next = links.prev = fd->get();
+    Timed t = timed_ring(buf, q.iters, links, 2, pd, q.time_bound);
     r.seconds = t.seconds;
     r.error = t.ok ? (t.correct ? "" : t.error) : t.error;
     return r;

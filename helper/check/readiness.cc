@@ -98,7 +98,9 @@ bool choose_path(const Step& st, Lead& l) {
         return false;
     }
     l.gpu_path = path == "gpu";
-    l.bytes = st.o.bytes ? st.o.bytes : (l.gpu_path ? kGpuBytes : (4u << 20));
+    std::size_t most = 1;  // tasks on the busiest node
+    for (const auto& n : rep.nodes) most = std::max(most, n.ranks.size());
+    l.bytes = st.o.bytes ? st.o.bytes : (l.gpu_path ? kGpuBytes : cpu_default_bytes(static_cast<uint32_t>(most)));
     l.iters = st.o.iters ? st.o.iters : (l.gpu_path ? 20 : 5);
     l.pair_bytes = st.o.pair_bytes ? st.o.pair_bytes : (l.gpu_path ? (16u << 20) : (1u << 20));
     // GPU pairs run in the start of the all-reduce's buffer.

@@ -152,6 +152,9 @@ Outcome<Self> read_self() {
     s.port = static_cast<uint16_t>(p);
     s.secret = *secret;
     s.task_mode = !env_or("LOCAL_WORLD_SIZE").empty();
+    // SLURM_NTASKS_PER_NODE may read "8" or "8(x4)": its leading number.
+    s.local_world = static_cast<uint32_t>(
+        std::max(1ul, std::strtoul(env_or("LOCAL_WORLD_SIZE", env_or("SLURM_NTASKS_PER_NODE", "1")).c_str(), nullptr, 10)));
     s.local_rank = static_cast<uint32_t>(std::strtoul(env_or("LOCAL_RANK", env_or("SLURM_LOCALID", "0")).c_str(), nullptr, 10));
     return s;
 }
@@ -205,7 +208,8 @@ void start_setup(Step& st) {
     // No GPUs: the CPU path's buffer, now, beside the rendezvous, as the
     // GPUs' set-up is (readiness then has nothing left to do).
     if (!st.ga.ok && !setup_fails_on_purpose(st.self.rank))
-        st.ring_ready = prepare_ring(st.ring, st.o.bytes ? st.o.bytes : (4u << 20), st.self.rank);
+        st.ring_ready =
+            prepare_ring(st.ring, st.o.bytes ? st.o.bytes : cpu_default_bytes(st.self.local_world), st.self.rank);
 }
 
 // The ports the others reach this rank on: data (pairs, the ring) and a

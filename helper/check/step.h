@@ -50,6 +50,7 @@ struct Self {
     std::string secret;
     bool task_mode = true;  // LOCAL_WORLD_SIZE set: one GPU per task
     uint32_t local_rank = 0;
+    uint32_t local_world = 1;  // this node's tasks (LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE's)
 };
 Outcome<Self> read_self();
 
@@ -388,11 +389,24 @@ struct Timed {
     std::string error;
     bool peer = false;   // the error is a transfer's, not this rank's
 };
+// How a rank takes part in a CPU all-reduce. A ring of R ranks takes
+// 2 (R - 1) steps per piece, each waiting on a rank to be scheduled: 256
+// ranks on 2 cores took 4 s a pass. The ranks of a node share its link
+// anyway, so, as NCCL does, they add their pieces at the node's leader
+// first; only the leaders ring (2 (N - 1) steps), then each hands the sum
+// back to its members.
+struct Links {
+    int leader = -1;           // a member: the socket to its leader (the rest unused)
+    std::vector<int> members;  // a leader: its members' sockets
+    uint32_t pos = 0, n = 1;   // a leader: its place in the leaders' ring and their number
+    int next = -1, prev = -1;  // the ring's sockets (one socket when n == 2)
+};
 // `iters` timed passes after one checked pass, each stopping early (all
 // ranks at once, by a vote carried in the data) once `budget` seconds have
-// gone; transfers give up at d. buf holds fill_pattern(pos) on entry.
-Timed timed_ring(std::vector<float>& buf, int iters, uint32_t pos, uint32_t n, int next_fd, int prev_fd,
-                 const Deadline& d, double budget);
+// gone; transfers give up at d. buf holds this rank's fill_pattern on
+// entry; the checked pass must hold the sum of `patterns` of them.
+Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
+                 double budget);
 Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                          const std::string& secret, const Deadline& d);
 Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,

@@ -24,7 +24,7 @@ const std::vector<CheckOption> kTable = {
      "the whole check's budget; it never hangs past it", kBoth},
     {"min-busbw", nullptr, "GBPS", ValueKind::Number, 0, 1e6, true, "a bandwidth in GB/s above 0", "300", "none",
      "fail below this all-reduce busbw; name nodes whose pairs run below it", kBoth},
-    {"size", nullptr, "BYTES", ValueKind::Bytes, 4096, 8 * kGiB, false, "4K to 8G", "64M", "1G on GPUs, 4M on CPUs",
+    {"size", nullptr, "BYTES", ValueKind::Bytes, 4096, 8 * kGiB, false, "4K to 8G", "64M", "1G on GPUs; on CPUs 4M / tasks per node, 256K at least",
      "the all-reduce's size, with a K, M or G suffix", kBoth},
     {"iters", nullptr, "N", ValueKind::Count, 1, 10000, false, "a whole number from 1 to 10000", "20",
      "20 on GPUs, 5 on CPUs", "timed iterations", kBoth},

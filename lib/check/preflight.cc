@@ -25,6 +25,11 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::size_t cpu_default_bytes(uint32_t tasks_per_node) {
+    constexpr std::size_t kNode = 4u << 20, kLeast = 256u << 10;
+    return std::max(kLeast, kNode / std::max<uint32_t>(1, tasks_per_node) / 64 * 64);
+}
+
 double allreduce_busbw(double algbw, uint32_t nranks) {
     return nranks == 0 ? 0 : algbw * 2.0 * (nranks - 1) / nranks;
 }

@@ -159,6 +159,14 @@ std::string first_difference(const std::vector<float>& got, const std::vector<fl
 // scripts/gpu/bench-busbw.sh, mn-preflight(1)).
 constexpr std::size_t kGpuBytes = std::size_t(1) << 30;
 
+// The CPU path's default size per rank: a node's ranks together bring
+// 4 MiB (tasks_per_node ranks of a quarter MiB at least). Its ranks add
+// their buffers at the node's leader and only the leaders ring, so the
+// network between nodes carries one buffer per pass whatever the tasks
+// per node; 8 ranks a node of 4 MiB each made each pass move 2 GB through
+// the leaders of 32 nodes on one 2-core machine (1.7 s a pass).
+std::size_t cpu_default_bytes(uint32_t tasks_per_node);
+
 // GPU buffers (1 GiB by default) are written and read back in pieces of
 // this many floats, a multiple of the pattern's period (7): every piece
 // holds the values of the buffer's start, so one tile on the host serves

@@ -202,6 +202,11 @@ msg::Plan plan_from(Source& s) {
     p.id = s.text();
     p.next_addr = s.text();
     p.next_port = static_cast<uint16_t>(s.bits(16));
+    p.leader = static_cast<uint32_t>(s.bits(32));
+    for (int n = s.byte() % 9; n > 0; --n) p.members.push_back(static_cast<uint32_t>(s.bits(32)));
+    p.ring_pos = static_cast<uint32_t>(s.bits(32));
+    p.ring_size = static_cast<uint32_t>(s.bits(32));
+    p.prev = static_cast<uint32_t>(s.bits(32));
     p.colors = s.rows<int>([&] { return static_cast<int>(s.bits(32)); });
     return p;
 }
