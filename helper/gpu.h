@@ -101,8 +101,8 @@ struct AllreduceJob {
     // Keep the communicators after the pair rounds, for retest_pairs();
     // release_held() hands them back.
     bool hold = false;
-    // A test hook's stall: seconds the host waits between two launches of
-    // a pair round's timed loop (the GPU idles, as behind a busy host).
+    // A test hook's stall: seconds the host waits before each launch of a
+    // pair round's timed loop (the GPU idles, as behind a busy host).
     double pair_pause = 0;
 };
 

@@ -46,13 +46,18 @@ bool ring_allreduce(float* buf, std::size_t count, uint32_t pos, uint32_t n, int
 // One all-reduce of `piece` (count floats) over `links`: a member sends
 // its piece to its leader and gets the sum back; a leader adds its
 // members' pieces, rings with the other leaders and hands the sum back.
+// A failure names the rank at the other end.
 bool node_allreduce(float* piece, std::size_t count, const Links& links, std::vector<float>& tmp, const Deadline& d,
                     std::string* err) {
     const std::size_t bytes = count * sizeof(float);
+    auto rank_of = [](const std::optional<uint32_t>& r) { return r ? "rank " + std::to_string(*r) : std::string("?"); };
+    auto member = [&](std::size_t m) {
+        return "rank " + (m < links.member_ranks.size() ? std::to_string(links.member_ranks[m]) : std::string("?"));
+    };
     tmp.resize(std::max(tmp.size(), count));
     if (links.leader >= 0) {
         if (!wire::send_all(links.leader, piece, bytes, d) || !wire::recv_all(links.leader, tmp.data(), bytes, d)) {
-            *err = "no sum back from its node's leader";
+            *err = "no sum back from its node's leader, " + rank_of(links.leader_rank);
             return false;
         }
         std::copy(tmp.begin(), tmp.begin() + static_cast<long>(count), piece);
@@ -60,15 +65,19 @@ bool node_allreduce(float* piece, std::size_t count, const Links& links, std::ve
     }
     for (std::size_t m = 0; m < links.members.size(); ++m) {
         if (!wire::recv_all(links.members[m], tmp.data(), bytes, d)) {
-            *err = "no piece from member " + std::to_string(m + 1) + " of its node";
+            *err = "no piece from " + member(m) + " of its node";
             return false;
         }
         for (std::size_t i = 0; i < count; ++i) piece[i] += tmp[i];
     }
-    if (!ring_allreduce(piece, count, links.pos, links.n, links.next, links.prev, d, err)) return false;
+    if (!ring_allreduce(piece, count, links.pos, links.n, links.next, links.prev, d, err)) {
+        if (links.prev_rank)
+            *err = "leaders' ring from " + rank_of(links.prev_rank) + " to " + rank_of(links.next_rank) + ": " + *err;
+        return false;
+    }
     for (std::size_t m = 0; m < links.members.size(); ++m)
         if (!wire::send_all(links.members[m], piece, bytes, d)) {
-            *err = "could not hand the sum to member " + std::to_string(m + 1) + " of its node";
+            *err = "could not hand the sum to " + member(m) + " of its node";
             return false;
         }
     return true;
@@ -260,6 +269,7 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         }
         up = std::move(c.value());
         links.leader = up.get();
+        links.leader_rank = p.leader;
     } else {
         if (p.ring_size > 1) {
             auto c = data_connect(p.next_addr, p.next_port, "ring", rank, st.self.secret, st.work_end);
@@ -282,7 +292,12 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         links.pos = p.ring_pos;
         links.n = std::max<uint32_t>(1, p.ring_size);
         links.next = next.get();
-        if (p.ring_size > 1) links.prev = group.back().get();
+        links.member_ranks = p.members;
+        if (p.ring_size > 1) {
+            links.prev = group.back().get();
+            links.prev_rank = p.prev;
+            links.next_rank = p.next;
+        }
     }
     set_phase("TCP all-reduce");
     // The buffer readiness filled with this rank's pattern (at launch for
@@ -294,16 +309,6 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         fill_pattern(buf, rank);
     }
     Timed t = timed_ring(buf, p.iters, links, st.self.world, st.work_end, p.budget);
-    // Name who this rank exchanged with: one of them is the likely culprit.
-    if (!t.ok) {
-        const std::string members = p.members.empty() ? "" : " (its node's members: ranks " + join_list([&] {
-            std::vector<std::string> v;
-            for (uint32_t m : p.members) v.push_back(std::to_string(m));
-            return v;
-        }()) + ")";
-        t.error = leads ? "leaders' ring from rank " + std::to_string(p.prev) + members + ": " + t.error
-                        : "with its node's leader, rank " + std::to_string(p.leader) + ": " + t.error;
-    }
     out.ran = t.ok || !t.error.empty();
     out.correct = t.correct;
     out.error = t.error;
@@ -367,6 +372,7 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
         p.ring_pos = node;
         p.ring_size = nn;
         p.prev = leader_of((node + nn - 1) % nn);
+        p.next = leader_of((node + 1) % nn);
     }
     for (const auto& round : gpu_rounds) {
         std::vector<int> mine;

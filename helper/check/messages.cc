@@ -308,6 +308,7 @@ Fields encode(const Plan& m) {
         .whole("ring_pos", m.ring_pos)
         .whole("ring_size", m.ring_size)
         .whole("prev", m.prev)
+        .whole("next", m.next)
         .rows("colors", m.colors)
         .done();
 }
@@ -519,6 +520,7 @@ Outcome<Plan> decode_plan(const Fields& f) {
     m.ring_pos = static_cast<uint32_t>(r.whole("ring_pos", 0, kU32));
     m.ring_size = static_cast<uint32_t>(r.whole("ring_size", 0, kU32));
     m.prev = static_cast<uint32_t>(r.whole("prev", 0, kU32));
+    m.next = static_cast<uint32_t>(r.whole("next", 0, kU32));
     m.colors = r.int_rows("colors");
     return r.result(m);
 }

@@ -111,11 +111,12 @@ struct Plan {
     uint16_t next_port = 0;
     uint32_t leader = 0;            // this rank's node leader (itself when it leads)
     std::vector<uint32_t> members;  // a leader: the other ranks of its node
-    uint32_t ring_pos = 0, ring_size = 0, prev = 0;  // a leader: its place in the leaders' ring, the leader before it
+    uint32_t ring_pos = 0, ring_size = 0;  // a leader: its place in the leaders' ring, and their number
+    uint32_t prev = 0, next = 0;           // a leader: the leaders before and after it
     std::vector<std::vector<int>> colors;  // GPU pair rounds: each lane's color, -1 to sit out
     auto tie() const {
         return std::tie(gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr,
-                        next_port, leader, members, ring_pos, ring_size, prev, colors);
+                        next_port, leader, members, ring_pos, ring_size, prev, next, colors);
     }
 };
 

@@ -10,8 +10,10 @@
 // that is slow too. On GPUs every rank keeps its communicators for them.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -205,8 +207,11 @@ Lanes lanes_of(const Step& st, const Lead& l) {
     return m;
 }
 
+// A lane's seconds for a round its rank never reported.
+const double kAbsent = std::numeric_limits<double>::quiet_NaN();
+
 // Each rank's seconds per round and lane (`per_rank[r]`), laid out as
-// [round][lane]; a round a rank never reached has no entry for its lanes.
+// [round][lane]; a round a rank never reached is kAbsent for its lanes.
 std::vector<std::vector<double>> by_lane(const Step& st, const Lead& l,
                                          const std::vector<std::vector<std::vector<double>>>& per_rank) {
     std::vector<std::vector<double>> secs;
@@ -216,7 +221,7 @@ std::vector<std::vector<double>> by_lane(const Step& st, const Lead& l,
             if (secs.size() <= k) secs.resize(k + 1);
             for (uint32_t i = 0; i < lanes; ++i) {
                 const std::size_t lane = l.first_lane[r] + i;
-                if (secs[k].size() <= lane) secs[k].resize(lane + 1, 0);
+                if (secs[k].size() <= lane) secs[k].resize(lane + 1, kAbsent);
                 secs[k][lane] = i < per_rank[r][k].size() ? per_rank[r][k][i] : 0;
             }
         }
@@ -247,7 +252,7 @@ std::vector<Scored> score(const std::vector<GpuRound>& rounds, const std::vector
             for (std::size_t lane = 0; lane < g.color.size(); ++lane) {
                 if (g.color[lane] != c) continue;
                 ++nr;
-                if (k >= secs.size() || lane >= secs[k].size()) absent = true;
+                if (k >= secs.size() || lane >= secs[k].size() || std::isnan(secs[k][lane])) absent = true;
                 else slowest = std::max(slowest, secs[k][lane] > 0 ? secs[k][lane] : 1e9);
             }
             if (absent && missing.empty()) continue;  // this round never ran (the pair tests were skipped, with a note)

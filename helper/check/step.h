@@ -400,6 +400,10 @@ struct Links {
     std::vector<int> members;  // a leader: its members' sockets
     uint32_t pos = 0, n = 1;   // a leader: its place in the leaders' ring and their number
     int next = -1, prev = -1;  // the ring's sockets (one socket when n == 2)
+    // Who is at the other end, for messages: the leader, each member, the
+    // ring's neighbours (ranks); none for a pair test.
+    std::optional<uint32_t> leader_rank, prev_rank, next_rank;
+    std::vector<uint32_t> member_ranks;
 };
 // `iters` timed passes after one checked pass, each stopping early (all
 // ranks at once, by a vote carried in the data) once `budget` seconds have

@@ -27,7 +27,7 @@ struct Run {
     const Nccl& nc;
     std::vector<Lane> lanes;
     double until = 0;
-    double pause = 0;  // seconds the host waits between launches (a test hook's stall)
+    double pause = 0;  // seconds the host waits before each launch of a timed loop (a test hook's stall)
 };
 
 // Hands each communicator back: destroyed, or aborted once abort_nccl()

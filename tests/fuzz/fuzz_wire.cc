@@ -207,6 +207,7 @@ msg::Plan plan_from(Source& s) {
     p.ring_pos = static_cast<uint32_t>(s.bits(32));
     p.ring_size = static_cast<uint32_t>(s.bits(32));
     p.prev = static_cast<uint32_t>(s.bits(32));
+    p.next = static_cast<uint32_t>(s.bits(32));
     p.colors = s.rows<int>([&] { return static_cast<int>(s.bits(32)); });
     return p;
 }

@@ -91,7 +91,7 @@ gpu_hello = dict(hello, gpu_ok="1", gpu_why="", gpus="8", lanes="2", fabric="ib"
 cpu_plan = {"op": "plan", "path": "cpu", "bytes": "4194304", "iters": "5", "warmup": "5", "budget": "2",
             "pair_budget": "0.40000000000000002", "pair_bytes": "1048576", "nranks": "3", "first_rank": "0",
             "id": "", "next_addr": "10.250.0.12", "next_port": "41235", "leader": "8",
-            "members": "9,10,11,12,13,14,15", "ring_pos": "1", "ring_size": "32", "prev": "0", **items("colors", [])}
+            "members": "9,10,11,12,13,14,15", "ring_pos": "1", "ring_size": "32", "prev": "0", "next": "16", **items("colors", [])}
 gpu_plan = dict(cpu_plan, path="gpu", bytes="67108864", iters="20", nranks="4", first_rank="2", members="",
                 id="f" * 256, **items("colors", ["0,0", "-1,1", "1000,1000"]))
 health = "\x1f".join(["GPU0 (0000:19:00.0)", "1", "", "4242:512:mn-preflight", "0", "", "0", "0", "4", "4",
