@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "helper/gpu.h"
+#include "lib/check/fingerprint.h"
 
 namespace mn::gpu {
 namespace {
@@ -20,8 +21,8 @@ Libraries load() {
         x.why = "libcuda.so.1 lacks a driver API call mn-preflight needs (driver too old?)";
         return x;
     }
-    if (!bind_nccl(nccl, x.nccl)) {
-        x.why = "libnccl.so.2 lacks a call mn-preflight needs (NCCL too old? 2.14 or newer)";
+    if (std::string e = bind_nccl(nccl, x.nccl); !e.empty()) {
+        x.why = e;
         return x;
     }
     x.loaded = true;
@@ -60,8 +61,7 @@ Availability probe() {
     }
     int v = 0;
     libs.nccl.version(&v);
-    // 2.9+ encodes major*10000 + minor*100 + patch.
-    a.nccl_version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+    a.nccl_version = nccl_version_text(v);
     if (a.devices == 0) {
         a.why = "no GPU visible (CUDA_VISIBLE_DEVICES='" +
                 std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "") + "')";

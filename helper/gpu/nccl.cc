@@ -14,6 +14,7 @@
 #include "helper/gpu.h"
 #include "helper/gpu/libraries.h"
 #include "helper/gpu/symbols.h"
+#include "lib/check/fingerprint.h"
 #include "lib/check/preflight.h"
 
 namespace mn::gpu {
@@ -57,20 +58,37 @@ void* open_nccl(std::string& why) {
     return lib;
 }
 
-bool bind_nccl(void* lib, Nccl& n) {
+std::string bind_nccl(void* lib, Nccl& n) {
 #if HAVE_NCCL_H
     const char* init_name = "ncclCommInitRankConfig";
 #else
     const char* init_name = "ncclCommInitRank";
 #endif
-    bool ok = sym(lib, "ncclGetVersion", n.version) && sym(lib, "ncclGetUniqueId", n.unique_id) &&
-              sym(lib, init_name, n.comm_init) && sym(lib, "ncclAllReduce", n.all_reduce) &&
-              sym(lib, "ncclGroupStart", n.group_start) && sym(lib, "ncclGroupEnd", n.group_end) &&
-              sym(lib, "ncclCommDestroy", n.comm_destroy) && sym(lib, "ncclCommAbort", n.comm_abort) &&
-              sym(lib, "ncclCommGetAsyncError", n.async_error) && sym(lib, "ncclGetErrorString", n.error_string);
-    if (!ok) return false;
-    sym(lib, "ncclCommSplit", n.comm_split);
-    return true;
+    std::string missing;
+    auto need = [&](const char* name, auto& f) {
+        if (!sym(lib, name, f) && missing.empty()) missing = name;
+    };
+    need("ncclGetVersion", n.version);
+    need("ncclGetUniqueId", n.unique_id);
+    need(init_name, n.comm_init);
+    need("ncclAllReduce", n.all_reduce);
+    need("ncclGroupStart", n.group_start);
+    need("ncclGroupEnd", n.group_end);
+    need("ncclCommDestroy", n.comm_destroy);
+    need("ncclCommAbort", n.comm_abort);
+    need("ncclCommGetAsyncError", n.async_error);
+    need("ncclGetErrorString", n.error_string);
+    sym(lib, "ncclCommSplit", n.comm_split);  // optional: pair tests need it (2.18+)
+    if (missing.empty()) return "";
+    // Which file, and which release: two NCCLs on one node are a common way here.
+    std::string file = "libnccl.so.2", release;
+    Dl_info info{};
+    void* any = dlsym(lib, "ncclGetVersion");
+    if (any && dladdr(any, &info) && info.dli_fname) file = info.dli_fname;
+    int code = 0;
+    if (n.version && n.version(&code) == ncclSuccess && code > 0) release = " (NCCL " + nccl_version_text(code) + ")";
+    return file + release + " lacks " + missing + ", which mn-preflight needs (NCCL 2.14 or newer; point " +
+           "MN_PREFLIGHT_NCCL at the NCCL the job uses)";
 }
 
 ncclResult_t comm_init(const Nccl& n, InitConfig& c, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {

@@ -71,8 +71,9 @@ struct Nccl {
 // loader's path) or libnccl.so.2; null with `why` set when absent.
 void* open_nccl(std::string& why);
 
-// Fills `n` from `lib`; false when a call is missing (NCCL before 2.14).
-bool bind_nccl(void* lib, Nccl& n);
+// Fills `n` from `lib`: "" when bound, else what is missing, naming the
+// file, its release and the call (NCCL before 2.14, or not NCCL).
+std::string bind_nccl(void* lib, Nccl& n);
 
 // The init's configuration, alive across the group of inits that use it:
 // non-blocking with nccl.h, nothing without (the blocking init).

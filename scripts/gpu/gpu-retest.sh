@@ -55,6 +55,18 @@ for i in $(seq "$RUNS"); do
   run noise "$i" MN_PREFLIGHT_STALL_PAIRS=3
   run slow "$i" MN_PREFLIGHT_STALL_RETESTS=3
 done
+# The JSON of a slow run: the retests the verdict rests on.
+MN_PREFLIGHT_STALL_RETESTS=3 srun -w big -N1 -n4 --mn-nccl=auto --mn-emulate-nodes=4 "$PF" --timeout 60 --json \
+  >"$R/slow.json" 2>/dev/null
+if python3 - "$R/slow.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+print("-- JSON of a slow run: verdict", j["verdict"], "| pairs", len(j["pairs"]), "| retests",
+      [(t["suspect"], t["partner"], t["busbw_gbps"]) for t in j["retests"]], "| problems", j["problems"])
+ok = j["verdict"] == "FAIL" and len(j["retests"]) >= 2 and all(t["suspect"].endswith("emu3") for t in j["retests"])
+sys.exit(0 if ok else 1)
+PY
+then good=$((good + 1)); else bad=$((bad + 1)); echo "   the JSON does not show the retests"; fi
 echo
 echo "RESULT $([ $bad = 0 ] && echo PASS || echo FAIL): $good of $((good + bad)) runs gave the verdict they should"
 [ $bad = 0 ]
