@@ -244,6 +244,21 @@ t_rank_dies_in_collective() {
   pass "$name (${t} ms from srun to exit)"
 }
 
+# Two ranks a node: rank 3 is node1's member (its leader is rank 2), so
+# node1's leader waits for it, and the leaders' ring waits on node1.
+t_member_dies_in_collective() {
+  local name="a node's second rank ends as the all-reduce starts (6 ranks on 3 nodes, MN_PREFLIGHT_EXIT_IN_COLLECTIVE=3): exit 1 in seconds, only node1 named, its leader and the other nodes 'waited'"
+  local t0 t
+  hooks_built_in || return
+  t0=$(date +%s%N)
+  run srun -N3 --ntasks-per-node=2 --mn-nccl bash -c "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=3 exec $PF --timeout 30"
+  t=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ $RC -eq 1 ] && ! has 'time-out' && row node1 | grep -q 'rank 3: its process ended during the all-reduce' &&
+    row node0 | grep -q 'waited on node1$' && row node2 | grep -q 'waited on node1$' &&
+    [ "$(count '^problem:')" = 1 ] && [ $t -lt 10000 ] || { fail "$name" "rc=$RC, ${t} ms from srun to exit"; return; }
+  pass "$name (${t} ms from srun to exit)"
+}
+
 t_wrong_secret() {
   local name="a rank without the step's secret is refused by rank 0 (named), and the check times out"
   run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
