@@ -47,8 +47,11 @@ std::string describe(int dev);
 // Readiness, before any NCCL call: opens each GPU (context, stream),
 // allocates the all-reduce's buffer, checks a copy there and back, and
 // that enough memory stays free for NCCL. "" when ready, else what failed,
-// naming the GPU. run_allreduce() uses what it set up.
-std::string prepare(const std::vector<int>& devices, std::size_t bytes);
+// naming the GPU. run_allreduce() uses what it set up. The copy is of
+// the pattern of NCCL rank `first_pattern` + lane, which the buffer then
+// holds: when that guess is the rank's real place, the all-reduce starts
+// from it as it is (1 GiB written again cost 0.1 s).
+std::string prepare(const std::vector<int>& devices, std::size_t bytes, uint32_t first_pattern);
 
 // Leaves NCCL wherever this process is in it (init, a collective, a
 // split), from any thread: ncclCommAbort on every communicator, and every

@@ -200,8 +200,11 @@ void start_setup(Step& st) {
         const std::size_t bytes = st.o.bytes ? st.o.bytes : kGpuBytes;
         // NVML reads right after the buffer's copy: a busy PCIe link shows
         // its real speed, an idle one may have trained down.
-        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes] {
-                           std::string e = gpu::prepare(devs, bytes);
+        // Its NCCL ranks are rank x lanes when every rank has as many
+        // lanes (always in task mode): the buffer gets that pattern now.
+        const uint32_t guess = st.self.rank * static_cast<uint32_t>(st.devices.size());
+        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes, guess] {
+                           std::string e = gpu::prepare(devs, bytes, guess);
                            return std::make_pair(e, gpu::health(devs));
                        }).share();
     }

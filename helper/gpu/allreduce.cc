@@ -57,19 +57,24 @@ std::mutex held_mu;
 std::optional<Held> held;
 
 // Step 1: the lanes readiness opened, or open them now (the prolog's use);
-// each lane's buffer then holds its rank's pattern.
+// each lane's buffer then holds its rank's pattern (written again only
+// where readiness guessed another place).
 std::optional<Failure> open_lanes(Run& run, const AllreduceJob& job) {
     run.lanes = prepared_lanes(job.devices, job.bytes);
     if (run.lanes.empty()) {
         run.lanes.resize(job.devices.size());
         for (std::size_t l = 0; l < run.lanes.size(); ++l) {
             run.lanes[l].dev = job.devices[l];
-            if (std::string e = open_lane(run.lanes[l], job.bytes); !e.empty()) return Failure{e, false};
+            const uint32_t own = static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l);
+            if (std::string e = open_lane(run.lanes[l], job.bytes, own); !e.empty()) return Failure{e, false};
         }
     }
     std::vector<float> tile(kPatternTile);
     for (std::size_t l = 0; l < run.lanes.size(); ++l) {
-        fill_pattern(tile, static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l));
+        const uint32_t own = static_cast<uint32_t>(job.first_rank) + static_cast<uint32_t>(l);
+        if (run.lanes[l].pattern == own) continue;
+        fill_pattern(tile, own);
+        run.lanes[l].pattern = own;
         run.cu.ctx_set(run.lanes[l].ctx);
         if (CUresult r = put_tiles(run.cu, run.lanes[l].buf, job.bytes, tile); r != CUDA_SUCCESS)
             return Failure{describe(run.lanes[l].dev) + ": " + cu_error(r), false};
@@ -413,7 +418,7 @@ std::string local_check(double budget_seconds) {
     constexpr std::size_t kBytes = 16 << 20;
     std::vector<int> devs;
     for (int i = 0; i < a.devices; ++i) devs.push_back(i);
-    if (std::string e = prepare(devs, kBytes); !e.empty()) return e;
+    if (std::string e = prepare(devs, kBytes, 0); !e.empty()) return e;
     if (devs.size() < 2) return "";
     AllreduceJob job;
     job.devices = devs;

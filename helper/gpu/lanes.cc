@@ -29,9 +29,9 @@ Prepared& prepared() {
 constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
 
 // A copy there and back of a pattern, checked; then the memory left.
-std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes) {
+std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes, uint32_t pattern) {
     std::vector<float> tile(kPatternTile);
-    fill_pattern(tile, 3);
+    fill_pattern(tile, pattern);
     CUresult r = put_tiles(cu, ln.buf, bytes, tile);
     if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
     if (std::string bad = get_tiles(cu, ln.buf, bytes, tile); !bad.empty())
@@ -48,7 +48,7 @@ std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes) {
 
 }  // namespace
 
-std::string open_lane(Lane& ln, std::size_t bytes) {
+std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern) {
     const Cuda& cu = libraries().cuda;
     CUdevice d = 0;
     CUresult r = cu.device_get(&d, ln.dev);
@@ -62,7 +62,9 @@ std::string open_lane(Lane& ln, std::size_t bytes) {
     if (r != CUDA_SUCCESS)
         return describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) +
                " MiB";
-    return check_lane(cu, ln, bytes);
+    std::string e = check_lane(cu, ln, bytes, pattern);
+    if (e.empty()) ln.pattern = pattern;
+    return e;
 }
 
 std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t bytes) {
@@ -100,12 +102,12 @@ double lane_seconds(const Cuda& cu, const Lane& ln) {
     return cu.event_elapsed(&ms, ln.t0, ln.t1) == CUDA_SUCCESS ? ms / 1e3 : 0;
 }
 
-std::string prepare(const std::vector<int>& devs, std::size_t bytes) {
+std::string prepare(const std::vector<int>& devs, std::size_t bytes, uint32_t first_pattern) {
     if (!libraries().loaded) return libraries().why;
     std::vector<Lane> lanes(devs.size());
     for (std::size_t l = 0; l < devs.size(); ++l) {
         lanes[l].dev = devs[l];
-        if (std::string e = open_lane(lanes[l], bytes); !e.empty()) return e;
+        if (std::string e = open_lane(lanes[l], bytes, first_pattern + static_cast<uint32_t>(l)); !e.empty()) return e;
     }
     std::lock_guard<std::mutex> g(prepared().mu);
     prepared().lanes = lanes;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,12 +19,14 @@ struct Lane {
     CUstream stream = nullptr;
     CUdeviceptr buf = 0, vote = 0;
     CUevent t0 = nullptr, t1 = nullptr;
+    int64_t pattern = -1;  // the fill_pattern position its buffer holds, -1 none
 };
 
-// Opens `ln.dev`, allocates `bytes` there, checks a copy there and back and
-// that enough memory stays free for NCCL. "" when ready, else what failed,
+// Opens `ln.dev`, allocates `bytes` there, checks a copy there and back
+// (of fill_pattern(`pattern`), which the buffer then holds) and that
+// enough memory stays free for NCCL. "" when ready, else what failed,
 // naming the GPU.
-std::string open_lane(Lane& ln, std::size_t bytes);
+std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern);
 
 // The lanes prepare() opened when they are these devices with at least
 // `bytes`, else none.
