@@ -392,23 +392,17 @@ std::string report_json(const PreflightReport& r) {
                ",\"partner\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
     }
-    out += "],\"gpu_pairs\":[";
-    for (std::size_t i = 0; i < r.gpu_pairs.size(); ++i) {
-        const GpuPairResult& p = r.gpu_pairs[i];
-        out += std::string(i ? "," : "") +
-               "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
-               ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +
-               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
-    }
-    // Inside nodes, the GPU pairs timed again for a suspect GPU or link.
-    out += "],\"gpu_retests\":[";
-    for (std::size_t i = 0; i < r.gpu_retests.size(); ++i) {
-        const GpuPairResult& p = r.gpu_retests[i];
-        out += std::string(i ? "," : "") +
-               "{\"host\":" + json_string(r.nodes.size() > p.node ? r.nodes[p.node].host : "?") +
-               ",\"a\":" + json_string(p.gpu_a) + ",\"b\":" + json_string(p.gpu_b) +
-               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
-    }
+    auto gpu_list = [&](const std::vector<GpuPairResult>& v) {
+        std::string list;
+        for (std::size_t i = 0; i < v.size(); ++i)
+            list += std::string(i ? "," : "") +
+                    "{\"host\":" + json_string(r.nodes.size() > v[i].node ? r.nodes[v[i].node].host : "?") +
+                    ",\"a\":" + json_string(v[i].gpu_a) + ",\"b\":" + json_string(v[i].gpu_b) +
+                    ",\"busbw_gbps\":" + num(v[i].busbw_gbps, 4) + ",\"error\":" + json_string(v[i].error) + "}";
+        return list;
+    };
+    // Inside nodes: the GPU pairs, and those timed again for a suspect GPU or link.
+    out += "],\"gpu_pairs\":[" + gpu_list(r.gpu_pairs) + "],\"gpu_retests\":[" + gpu_list(r.gpu_retests);
     out += "],\"problems\":[";
     for (std::size_t i = 0; i < r.problems.size(); ++i) out += (i ? "," : "") + json_string(r.problems[i]);
     out += "],\"timed_out\":" + json_string(r.timed_out) + "}\n";
