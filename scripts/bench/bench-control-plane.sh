@@ -50,10 +50,7 @@ flock 9
 t0=$(date +%s)
 step_args=() check_args=()
 if [ "${MN_BENCH_CLUSTER:-local}" = gpu ]; then
-  B=${MN_SLURM_BUNDLE:-$top/.device/slurm}
-  export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-  export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
+  source scripts/cluster/slurm-bundle-env.sh
   export MN_GPU_CLUSTER_CPU_NODES=$maxn
   trap 'bash "$top/scripts/cluster/gpu-cluster.sh" stop >/dev/null 2>&1' EXIT
   bash scripts/cluster/gpu-cluster.sh start >/dev/null 2>&1

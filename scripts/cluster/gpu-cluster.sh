@@ -14,12 +14,9 @@ TOP=$(pwd)
 source scripts/cluster/slurm-conf.sh
 # MN_SLURM_BUNDLE: another release's bundle (fetch-slurm-bundle.sh trixie:
 # .device/slurm-trixie, with MN_PLUGIN=.device/build-trixie/mn_nccl.so).
-B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
+source scripts/cluster/slurm-bundle-env.sh
 PLUGIN=${MN_PLUGIN:-$TOP/spank/.libs/mn_nccl.so}
 DIR=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-export SLURM_CONF=$DIR/slurm.conf
 
 stop() {
   for f in "$DIR"/run/*.pid; do

@@ -21,10 +21,7 @@ TOP=$(pwd)
 R=${OUT:-/tmp/mn-gpu-emulate}
 mkdir -p "$R"
 exec > >(tee "$R/emulate.txt") 2>&1
-B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-export SLURM_CONF=/tmp/mn-gpu-cluster/slurm.conf
+source scripts/cluster/slurm-bundle-env.sh
 FIT=$TOP/scripts/torch/lightning_fit.py
 
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

@@ -14,9 +14,7 @@ rounds=${1:-7}
 export MN_SLURM_BUNDLE=$PWD/.device/slurm-trixie MN_PLUGIN=$PWD/.device/build-trixie/mn_nccl.so
 PF=$PWD/.device/build-trixie/mn-preflight
 export MN_PLUGSTACK_ARGS="preflight=$PF"
-B=$MN_SLURM_BUNDLE
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH SLURM_CONF=/tmp/mn-gpu-cluster/slurm.conf
+source scripts/cluster/slurm-bundle-env.sh
 [ -x "$PF" ] || { echo "gpu-inline: $PF missing: run scripts/cluster/fetch-slurm-bundle.sh trixie and carry .device" >&2; exit 2; }
 srun --version
 bash scripts/cluster/gpu-cluster.sh start || { tail -30 /tmp/mn-gpu-cluster/log/*; exit 1; }

@@ -34,10 +34,7 @@ TOP=$(pwd)
 R=${OUT:-/tmp/mn-gpu-proof}
 mkdir -p "$R"
 exec > >(tee "$R/proof.txt") 2>&1
-B=${MN_SLURM_BUNDLE:-$TOP/.device/slurm}
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH
-export SLURM_CONF=${MN_GPU_CLUSTER_DIR:-/tmp/mn-gpu-cluster}/slurm.conf
+source scripts/cluster/slurm-bundle-env.sh
 PF=$TOP/helper/mn-preflight
 SECTIONS=${MN_PROOF_SECTIONS:-healthy nodemode memory compute stuck torch nccltests emulated missing}
 want() { [[ " ${SECTIONS//,/ } " == *" $1 "* ]]; }

@@ -4,9 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export MN_SLURM_BUNDLE=$PWD/.device/slurm-trixie MN_PLUGIN=$PWD/.device/build-trixie/mn_nccl.so
-B=$MN_SLURM_BUNDLE
-export LD_LIBRARY_PATH=$B/usr/lib/x86_64-linux-gnu/slurm-wlm:$B/usr/lib/x86_64-linux-gnu:$B/lib/x86_64-linux-gnu:$B/extra-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export PATH=$B/usr/bin:$B/usr/sbin:$PATH SLURM_CONF=/tmp/mn-gpu-cluster/slurm.conf
+source scripts/cluster/slurm-bundle-env.sh
 cat /etc/os-release | head -2; ldd --version | head -1
 srun --version
 bash scripts/cluster/gpu-cluster.sh start || { tail -30 /tmp/mn-gpu-cluster/log/*; exit 1; }
