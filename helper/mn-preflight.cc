@@ -37,8 +37,10 @@ std::string usage() {
            "check (default)  every task of the step is a rank: readiness (GPUs opened, buffers checked,\n"
            "                 NVML health) before NCCL, stopping every rank at the first failure; an\n"
            "                 all-reduce across all of them, checked and bounded by time (NCCL on GPUs,\n"
-           "                 else a TCP ring on the socket interface); fabric consistency; pair tests\n"
-           "                 between nodes and between a node's GPUs that name a slow node, GPU or link.\n"
+           "                 else over TCP on the socket interface: each node's ranks at its leader, the\n"
+           "                 leaders in a ring); fabric consistency; pair tests between nodes and between\n"
+           "                 a node's GPUs, whose suspects are retested before a slow node, GPU or link\n"
+           "                 is named.\n"
            "                 Rank 0 prints a table (per node ok, waited on NODE, or the fault) and PASS\n"
            "                 or FAIL; every rank exits with the verdict.\n" +
            mn::check_options_help(mn::kCheckArgv) +

@@ -15,8 +15,8 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 const std::vector<CheckOption> kTable = {
     {"cpu", nullptr, "", ValueKind::Flag, 0, 0, false, "", "", "",
-     "the CPU path: a TCP ring all-reduce on the socket interface (default: the GPU path when every rank has "
-     "CUDA, NCCL and a GPU)",
+     "the CPU path: an all-reduce over TCP on the socket interface, each node's ranks at its leader and the "
+     "leaders in a ring (default: the GPU path when every rank has CUDA, NCCL and a GPU)",
      kBoth},
     {"gpu", nullptr, "", ValueKind::Flag, 0, 0, false, "", "", "",
      "the GPU path (NCCL); a rank without CUDA, NCCL or a GPU fails", kBoth},
