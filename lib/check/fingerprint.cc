@@ -445,11 +445,24 @@ const FieldRule kRules[] = {
 
 std::vector<FingerprintFinding> node_fingerprint_findings(const Fingerprint& f, uint32_t index) {
     std::vector<FingerprintFinding> out;
-    if (f.gpus_requested && f.gpus < f.gpus_requested)
-        out.push_back({index, true, false,
-                       std::string(kFingerprintTag) + std::to_string(f.gpus) + " GPUs usable, the step asked for " +
-                           std::to_string(f.gpus_requested) +
-                           " here; fix: check nvidia-smi and dmesg (Xid 79: fallen off the bus), drain the node"});
+    // Fewer GPUs than asked for under a working driver: one fell off the
+    // bus. No driver at all is another matter (a node never set up for
+    // GPUs, or a test cluster's GPUs without one): a node of the step
+    // without it where others have one already fails the GPU path, and
+    // where none has one the check runs on CPUs; say so, but the GPUs
+    // themselves did not fail.
+    if (f.gpus_requested && f.gpus < f.gpus_requested) {
+        if (f.cuda_driver.empty())
+            out.push_back({index, false, false,
+                           std::string(kFingerprintTag) + "the step asked for " + std::to_string(f.gpus_requested) +
+                               " GPUs here, but the node has no CUDA driver (libcuda.so.1 not loaded); fix: install "
+                               "the NVIDIA driver, or ask Slurm for no GPUs on it"});
+        else
+            out.push_back({index, true, false,
+                           std::string(kFingerprintTag) + std::to_string(f.gpus) + " GPUs usable, the step asked for " +
+                               std::to_string(f.gpus_requested) +
+                               " here; fix: check nvidia-smi and dmesg (Xid 79: fallen off the bus), drain the node"});
+    }
     if (f.verbs_known)
         for (const auto& p : f.verbs_needed)
             if (std::find(f.verbs.begin(), f.verbs.end(), p) == f.verbs.end())

@@ -256,6 +256,20 @@ static void gpus_below_the_request_fail(void**) {
     assert_int_equal(f.size(), 1);
     assert_false(f[0].fail);
     assert_contains(f[0].text, "7 GPUs, the others 8");
+    // GPUs asked for on nodes without a CUDA driver (a test cluster's
+    // GPUs, a node never set up): a warning each, not a dead GPU.
+    n = four();
+    for (auto& x : n) {
+        x.cuda_driver.clear();
+        x.gpus = 0;
+        x.gpu_model.clear();
+    }
+    f = compare_fingerprints(n);
+    assert_int_equal(f.size(), 4);
+    for (const auto& x : f) {
+        assert_false(x.fail);
+        assert_contains(x.text, "the step asked for 8 GPUs here, but the node has no CUDA driver");
+    }
 }
 
 static void verbs_providers_warn_unless_needed(void**) {
