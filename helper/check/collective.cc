@@ -161,9 +161,11 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
     return fd;
 }
 
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
-                        const Deadline& d) {
-    while (!d.passed()) {
+Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
+                                         const std::string& secret, const Deadline& d) {
+    std::vector<Fd> got(want.size());
+    std::size_t have = 0;
+    while (have < want.size() && !d.passed()) {
         std::string peer;
         auto fd = wire::accept_one(listen_fd, d, &peer);
         if (!fd) break;
@@ -171,13 +173,29 @@ Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from
         auto f = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
         if (!f) continue;
         auto g = msg::decode_data_greeting(*f);
-        if (g && g->purpose == purpose && g->rank == from &&
-            g->proof == hmac_hex(secret, "data:" + purpose + ":" + std::to_string(g->rank)))
-            return std::move(fd.value());
-        std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
-                     peer.c_str(), g ? "no valid step secret" : g.problem().text().c_str());
+        std::size_t i = want.size();
+        if (g && g->proof == hmac_hex(secret, "data:" + g->purpose + ":" + std::to_string(g->rank)))
+            for (std::size_t k = 0; k < want.size(); ++k)
+                if (want[k].first == g->purpose && want[k].second == g->rank && !got[k]) i = k;
+        if (i == want.size()) {
+            std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
+                         peer.c_str(), g ? "not one this rank waits for, or no valid step secret" : g.problem().text().c_str());
+            continue;
+        }
+        got[i] = std::move(fd.value());
+        ++have;
     }
-    return Problem{"rank " + std::to_string(from) + " did not connect for " + purpose, ""};
+    for (std::size_t k = 0; k < want.size(); ++k)
+        if (!got[k])
+            return Problem{"rank " + std::to_string(want[k].second) + " did not connect for " + want[k].first, ""};
+    return got;
+}
+
+Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
+                        const Deadline& d) {
+    auto got = data_accept_all(listen_fd, {{purpose, from}}, secret, d);
+    if (!got) return got.problem();
+    return std::move(got.value().front());
 }
 
 namespace {
@@ -216,39 +234,6 @@ msg::Result gpu_share(const msg::Plan& p, const Step& st) {
     return out;
 }
 
-// A leader's connections: one from each member of its node ("node") and
-// one from the leader before it ("ring"), in whatever order they come,
-// each proving the step secret; a stranger is refused and waited past.
-// Sockets in the order of `want`; a problem naming who never came.
-Outcome<std::vector<Fd>> accept_group(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                      const std::string& secret, const Deadline& d) {
-    std::vector<Fd> got(want.size());
-    std::size_t have = 0;
-    while (have < want.size() && !d.passed()) {
-        std::string peer;
-        auto fd = wire::accept_one(listen_fd, d, &peer);
-        if (!fd) break;
-        std::string err;
-        auto f = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
-        auto g = f ? msg::decode_data_greeting(*f) : Outcome<msg::DataGreeting>(Problem{err, ""});
-        std::size_t i = want.size();
-        if (g && g->proof == hmac_hex(secret, "data:" + g->purpose + ":" + std::to_string(g->rank)))
-            for (std::size_t k = 0; k < want.size(); ++k)
-                if (want[k].first == g->purpose && want[k].second == g->rank && !got[k]) i = k;
-        if (i == want.size()) {
-            std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
-                         peer.c_str(), g ? "not one this rank waits for, or no valid step secret" : g.problem().text().c_str());
-            continue;
-        }
-        got[i] = std::move(fd.value());
-        ++have;
-    }
-    for (std::size_t k = 0; k < want.size(); ++k)
-        if (!got[k])
-            return Problem{"rank " + std::to_string(want[k].second) + " did not connect for " + want[k].first, ""};
-    return got;
-}
-
 // The same on CPUs, over TCP: a member hands its pieces to its node's
 // leader; a leader gathers its members', rings with the other leaders and
 // hands the sums back (Links).
@@ -282,7 +267,7 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         std::vector<std::pair<std::string, uint32_t>> want;
         for (uint32_t m : p.members) want.push_back({"node", m});
         if (p.ring_size > 1) want.push_back({"ring", p.prev});
-        auto g = accept_group(st.data_listen.get(), want, st.self.secret, st.work_end);
+        auto g = data_accept_all(st.data_listen.get(), want, st.self.secret, st.work_end);
         if (!g) {
             out.error = g.problem().text();
             return out;
@@ -344,8 +329,7 @@ namespace {
 
 // Each rank's part of the plan: its lanes' first NCCL rank, its ring
 // neighbour, its lanes' colors in the GPU pair rounds.
-msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, const std::string& id,
-                   const std::vector<std::vector<int>>& gpu_rounds) {
+msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, const std::string& id) {
     msg::Plan p;
     p.gpu = l.gpu_path;
     p.bytes = l.bytes;
@@ -374,11 +358,7 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
         p.prev = leader_of((node + nn - 1) % nn);
         p.next = leader_of((node + 1) % nn);
     }
-    for (const auto& round : gpu_rounds) {
-        std::vector<int> mine;
-        for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(round[l.first_lane[r] + k]);
-        p.colors.push_back(mine);
-    }
+    p.colors = rank_colors(l, r, l.gpu_rounds);
     return p;
 }
 
@@ -397,16 +377,16 @@ void start_collective(Step& st, Lead& l) {
     const std::string id = l.gpu_path ? gpu::unique_id() : "";
     // Pair rounds on GPUs: between nodes (a color per node pair), then
     // inside nodes (a color per GPU pair), each lane of a rank its color.
-    const auto gpu_rounds = l.gpu_path ? gpu_pair_plan(st, l) : std::vector<std::vector<int>>{};
+    if (l.gpu_path) gpu_pair_plan(st, l);
     set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
     // Every plan encoded before the first goes out: a rank that has its
     // plan starts work and competes with this loop for the CPU.
     std::vector<wire::Fields> plans(world);
-    for (uint32_t r = 1; r < world; ++r) plans[r] = msg::encode(plan_for(st, l, r, lanes, id, gpu_rounds));
+    for (uint32_t r = 1; r < world; ++r) plans[r] = msg::encode(plan_for(st, l, r, lanes, id));
     for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send_fields(plans[r], st.end);
     auto own = std::make_shared<std::promise<msg::Result>>();
     l.own = own->get_future();
-    std::thread([own, plan = plan_for(st, l, 0, lanes, id, gpu_rounds), &st] {
+    std::thread([own, plan = plan_for(st, l, 0, lanes, id), &st] {
         try {
             own->set_value(run_share(plan, st));
         } catch (const std::exception& e) {

@@ -372,12 +372,7 @@ bool gpu_retests(Step& st, Lead& l) {
     set_phase("GPU retests");
     progress(st.self, "retesting " + join_list(names) + " (" + std::to_string(rounds.size()) + " rounds of NCCL splits)");
     for (uint32_t r = 0; r < st.self.world; ++r) {
-        msg::GpuRetest q;
-        for (const auto& g : rounds) {
-            std::vector<int> mine;
-            for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(g.color[l.first_lane[r] + k]);
-            q.colors.push_back(mine);
-        }
+        const msg::GpuRetest q{rank_colors(l, r, rounds)};
         if (r == 0) l.own_retest = on_thread<msg::GpuRetestReport>([q, &st] { return run_gpu_retest(q, st); });
         else l.members[r].ctl.send(q, st.end);
     }
@@ -394,9 +389,18 @@ bool gpu_retests(Step& st, Lead& l) {
 
 }  // namespace
 
-std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l) {
+std::vector<std::vector<int>> rank_colors(const Lead& l, uint32_t r, const std::vector<GpuRound>& rounds) {
     std::vector<std::vector<int>> out;
-    if (!st.o.pairs) return out;
+    for (const auto& g : rounds) {
+        std::vector<int> mine;
+        for (uint32_t k = 0; k < l.members[r].hello.lanes; ++k) mine.push_back(g.color[l.first_lane[r] + k]);
+        out.push_back(mine);
+    }
+    return out;
+}
+
+void gpu_pair_plan(const Step& st, Lead& l) {
+    if (!st.o.pairs) return;
     const Lanes m = lanes_of(st, l);
     const std::vector<uint32_t>& lane_node = m.node;
     std::map<uint32_t, std::vector<uint32_t>> node_lanes;
@@ -433,8 +437,6 @@ std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l) {
                                                               [&](int c) { return c == g.color.front(); });
                                        }),
                         l.gpu_rounds.end());
-    for (const auto& g : l.gpu_rounds) out.push_back(g.color);
-    return out;
 }
 
 void lead_pairs(Step& st, Lead& l) {

@@ -365,7 +365,9 @@ bool serve_collective(Step& st, Follower& f);
 bool lead_collective(Step& st, Lead& l);
 msg::Result run_share(const msg::Plan& plan, Step& st);  // this rank's part of the all-reduce
 // pairs.cc
-std::vector<std::vector<int>> gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
+void gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
+// Rank r's lanes' colors in each of `rounds` (a plan's or a retest's).
+std::vector<std::vector<int>> rank_colors(const Lead& l, uint32_t r, const std::vector<GpuRound>& rounds);
 int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's cue, until done
 void lead_pairs(Step& st, Lead& l);
 // verdict.cc
@@ -415,5 +417,11 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
                          const std::string& secret, const Deadline& d);
 Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
                         const Deadline& d);
+// Several data connections on one listening socket, in whatever order they
+// come: one per (purpose, rank) of `want`, each proving the step secret; a
+// stranger is refused and waited past. Sockets in the order of `want`, or
+// a problem naming who never came.
+Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
+                                         const std::string& secret, const Deadline& d);
 
 }  // namespace mn::check
