@@ -13,6 +13,8 @@
 #            at speed there, and is not named: PASS, with a note
 #   slow     the same stall in the retests too (MN_PREFLIGHT_STALL_RETESTS=3):
 #            exit 1, that node named "confirmed by retests", nobody else
+#   inside   (3 GPUs or more) the same stalls on rank 1 of one task per GPU on
+#            big: its GPU retested with two GPUs proven fast inside the node
 # Each run prints its verdict lines and its time from launch to exit; the
 # last line sums up (RESULT PASS when every run gave what it should).
 set -uo pipefail
@@ -55,6 +57,29 @@ for i in $(seq "$RUNS"); do
   run noise "$i" MN_PREFLIGHT_STALL_PAIRS=3
   run slow "$i" MN_PREFLIGHT_STALL_RETESTS=3
 done
+# Inside one node (3 GPUs or more): one task per GPU on big, rank 1's GPU
+# stalled in the first GPU pair rounds only (cleared by its retests with
+# two GPUs proven fast) or in the retests too (confirmed, named alone).
+ngpu=$(nvidia-smi -L | grep -c '^GPU')
+inside() {
+  local case=$1 hook=$2 out=$R/inside-$1.txt rc ok=1
+  env "$hook" srun -w big -N1 -n"$ngpu" --gres=gpu:"$ngpu" --mn-nccl=auto "$PF" --timeout 60 >"$out" 2>&1
+  rc=$?
+  case $case in
+    noise) [ $rc = 0 ] && grep -q '^note: big: GPU[0-9].*: its first pairs looked slow' "$out" || ok=0 ;;
+    slow) [ $rc = 1 ] && [ "$(grep -c '^problem:' "$out")" = 1 ] && grep -q '^problem: big: slow GPU .*confirmed when retested with' "$out" || ok=0 ;;
+  esac
+  echo "-- inside a node, $case: exit $rc, $([ $ok = 1 ] && echo as it should || echo WRONG)"
+  grep -E 'retesting|^note:|^problem:|^GPU pairs|^(PASS|FAIL)' "$out" | sed 's/^/   /'
+  if [ $ok = 1 ]; then good=$((good + 1)); else bad=$((bad + 1)); tail -20 "$out" | sed 's/^/   | /'; fi
+}
+if [ "$ngpu" -ge 3 ]; then
+  inside noise MN_PREFLIGHT_STALL_PAIRS=1
+  inside slow MN_PREFLIGHT_STALL_RETESTS=1
+else
+  echo "-- inside a node: skipped, $ngpu GPUs (a node needs 3 or more for a GPU to be told from its links)"
+fi
+
 # The JSON of a slow run: the retests the verdict rests on.
 MN_PREFLIGHT_STALL_RETESTS=3 srun -w big -N1 -n4 --mn-nccl=auto --mn-emulate-nodes=4 "$PF" --timeout 60 --json \
   >"$R/slow.json" 2>/dev/null
