@@ -403,42 +403,33 @@ void start_collective(Step& st, Lead& l) {
 bool collect_results(Step& st, Lead& l) {
     const uint32_t world = st.self.world;
     l.results.assign(world, {});
-    std::vector<bool> reported(world, false);
-    uint32_t count = 0;
-    const Deadline collect = Deadline::in(std::max(0.0, st.end.left()));
-    bool failed = false;
+    std::vector<bool> waiting(world, true);
     auto take = [&](uint32_t r, const msg::Result& m) {
         l.results[r] = m;
-        reported[r] = true;
-        ++count;
         if (m.kind == msg::Result::Kind::Fault) {
             l.note(r, RankState::Fault, m.error);
-            failed = true;
-        } else if (m.kind == msg::Result::Kind::Peer) {
-            l.note(r, RankState::PeerError, m.error);
+            return Reply::Stop;
         }
+        if (m.kind == msg::Result::Kind::Peer) l.note(r, RankState::PeerError, m.error);
+        return Reply::Taken;
     };
-    while (count < world && !failed && !collect.passed()) {
-        if (!reported[0] && l.own.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            take(0, l.own.get());
-            continue;
-        }
-        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, collect.left()))));
-        if (!h || reported[h->rank]) continue;
-        if (!h->msg) {
-            msg::Result gone;
-            gone.kind = msg::Result::Kind::Fault;
-            gone.error = h->gone(msg::stage_name(msg::Stage::Collective));
-            take(h->rank, gone);
-        } else if (const auto* m = std::get_if<msg::Result>(&*h->msg)) {
-            take(h->rank, *m);
-        }
+    // A rank lost after its result came is the pair tests' to find.
+    auto lost = [&](const Heard& h) {
+        if (!waiting[h.rank]) return Reply::Ignored;
+        msg::Result gone;
+        gone.kind = msg::Result::Kind::Fault;
+        gone.error = h.gone(msg::stage_name(msg::Stage::Collective));
+        return take(h.rank, gone);
+    };
+    const bool failed = !l.await_replies(waiting, l.own, st.end, take, lost);
+    bool all = true;
+    for (uint32_t r = 0; r < world; ++r) {
+        if (!waiting[r]) continue;
+        all = false;
+        l.note(r, failed ? RankState::Stopped : RankState::Silent,
+               failed ? "" : "never finished the all-reduce (stuck or stopped)");
     }
-    for (uint32_t r = 0; r < world; ++r)
-        if (!reported[r])
-            l.note(r, failed ? RankState::Stopped : RankState::Silent,
-                   failed ? "" : "never finished the all-reduce (stuck or stopped)");
-    return count == world && !failed;
+    return all && !failed;
 }
 
 // The figures from every rank's result; false when a transfer failed.

@@ -110,28 +110,20 @@ Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& ki
 // none came; false when a rank was lost meanwhile (noted: the pair tests
 // end there, the others stopped by it).
 bool await_round(Step& st, Lead& l, Round& round, double budget) {
+    std::vector<bool> waiting(st.self.world, false);
+    waiting[0] = round.own && l.own_pair.valid();  // not a late one of an earlier round
+    for (const auto& [r, tag] : round.expect) waiting[r] = true;
+    auto take = [&](uint32_t r, const msg::PairReport& m) {
+        if (r != 0 && round.expect[r] != m.tag) return Reply::Ignored;
+        round.take(m);
+        return Reply::Taken;
+    };
+    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Pairs); };
     const Deadline wait = Deadline::in(std::min(st.end.left(), budget + 2));
-    while (!round.expect.empty() || l.own_pair.valid()) {
-        if (l.own_pair.valid() && l.own_pair.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            round.take(l.own_pair.get());
-            continue;
-        }
-        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, wait.left()))));
-        if (!h && wait.passed()) break;
-        if (!h) continue;
-        if (!h->msg) {
-            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Pairs)));
-            l.stop_the_rest();
-            return false;
-        }
-        auto it = round.expect.find(h->rank);
-        const auto* m = std::get_if<msg::PairReport>(&*h->msg);
-        if (it == round.expect.end() || !m || m->tag != it->second) continue;
-        round.take(*m);
-        round.expect.erase(it);
-    }
-    for (const auto& [r, tag] : round.expect) round.errors[tag].push_back("rank " + std::to_string(r) + " did not report");
-    if (l.own_pair.valid()) round.errors[round.own->tag].push_back("rank 0's side did not finish");
+    if (!l.await_replies(waiting, l.own_pair, wait, take, lost)) return false;
+    for (const auto& [r, tag] : round.expect)
+        if (waiting[r]) round.errors[tag].push_back("rank " + std::to_string(r) + " did not report");
+    if (waiting[0]) round.errors[round.own->tag].push_back("rank 0's side did not finish");
     return true;
 }
 
@@ -316,33 +308,18 @@ bool collect_retests(Step& st, Lead& l, std::size_t rounds, std::vector<std::vec
                      std::vector<std::string>& errors) {
     const uint32_t world = st.self.world;
     per_rank.assign(world, {});
-    std::vector<bool> reported(world, false);
-    uint32_t count = 0;
-    // Each round: a split and a timed loop of at most the pair budget.
-    const Deadline wait = Deadline::in(std::min(st.end.left(), double(rounds) * (st.budget.pair + 3) + 2));
+    std::vector<bool> waiting(world, true);
     auto take = [&](uint32_t r, const msg::GpuRetestReport& m) {
         per_rank[r] = m.seconds;
         if (!m.error.empty()) errors.push_back(l.who(r) + ": " + m.error);
-        reported[r] = true;
-        ++count;
+        return Reply::Taken;
     };
-    while (count < world && !wait.passed()) {
-        if (!reported[0] && l.own_retest.valid() &&
-            l.own_retest.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            take(0, l.own_retest.get());
-            continue;
-        }
-        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, wait.left()))));
-        if (!h || reported[h->rank]) continue;
-        if (!h->msg) {
-            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Pairs)));
-            l.stop_the_rest();
-            return false;
-        }
-        if (const auto* m = std::get_if<msg::GpuRetestReport>(&*h->msg)) take(h->rank, *m);
-    }
+    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Pairs); };
+    // Each round: a split and a timed loop of at most the pair budget.
+    const Deadline wait = Deadline::in(std::min(st.end.left(), double(rounds) * (st.budget.pair + 3) + 2));
+    if (!l.await_replies(waiting, l.own_retest, wait, take, lost)) return false;
     for (uint32_t r = 0; r < world; ++r)
-        if (!reported[r]) errors.push_back(l.who(r) + " did not report its retests in time");
+        if (waiting[r]) errors.push_back(l.who(r) + " did not report its retests in time");
     return true;
 }
 

@@ -55,6 +55,16 @@ std::string own_fingerprint(const Step& st) {
     }
 }
 
+// This rank's Ready for the path rank 0 chose: its fault or none, its
+// GPUs' readings, and its node's fingerprint when it is ready.
+msg::Ready ready_message(Step& st, bool gpu_path, std::size_t bytes) {
+    msg::Ready ready;
+    ready.error = get_ready(st, gpu_path, bytes);
+    ready.health = st.health;
+    if (ready.error.empty()) ready.fingerprint = own_fingerprint(st);
+    return ready;
+}
+
 // Ranks of one host that open one GPU: each such node named, the check
 // stopped before NCCL would refuse it deep in its init.
 bool gpus_unshared(const Step& st, Lead& l) {
@@ -121,10 +131,7 @@ bool serve_readiness(Step& st, Follower& f) {
     const auto* prep = m ? std::get_if<msg::Prepare>(&*m) : nullptr;
     if (!prep) return false;
     set_phase("readiness");
-    msg::Ready ready;
-    ready.error = get_ready(st, prep->gpu, prep->bytes);
-    ready.health = st.health;
-    if (ready.error.empty()) ready.fingerprint = own_fingerprint(st);
+    const msg::Ready ready = ready_message(st, prep->gpu, prep->bytes);
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
     f.ctl.send(ready, st.ready_by);
@@ -133,61 +140,28 @@ bool serve_readiness(Step& st, Follower& f) {
 
 namespace {
 
-// Everyone else was ready, or on its way, and is stopped with no fault.
-bool stop_the_rest(Lead& l) {
-    l.stop_the_rest();
-    return false;
-}
-
-// The others' readiness, in the order it comes; false on the first fault
-// (noted), or when time ran out.
 // Every rank's readiness, rank 0's own (on a thread) included, in the
 // order it comes; false on the first fault (noted), or when time ran out.
 bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std::vector<GpuReadings>&)>& add_health) {
-    const uint32_t world = st.self.world;
-    std::vector<bool> ready(world, false);
-    uint32_t count = 0;
-    // The thread writes members[0]'s fingerprint; read after its get().
-    l.own_ready = on_thread<std::string>([&st, &own = l.members[0], gpu = l.gpu_path, bytes = l.bytes] {
-        std::string e = get_ready(st, gpu, bytes);
-        if (e.empty()) own.fingerprint = own_fingerprint(st);
-        return e;
-    });
+    l.own_ready = on_thread<msg::Ready>([&st, gpu = l.gpu_path, bytes = l.bytes] { return ready_message(st, gpu, bytes); });
     set_phase("readiness", "waiting for every rank's set-up");
-    while (count < world) {
-        if (l.own_ready.valid() && l.own_ready.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-            const std::string e = l.own_ready.get();
-            add_health(0, st.health);
-            if (!e.empty()) {
-                l.note(0, RankState::Fault, e);
-                return stop_the_rest(l);
-            }
-            ready[0] = true;
-            ++count;
-            continue;
-        }
-        auto h = l.hear(Deadline::in(std::min(0.05, std::max(0.0, st.ready_by.left()))));
-        if (!h && st.ready_by.passed()) break;
-        if (!h) continue;
-        if (!h->msg) {
-            l.note(h->rank, RankState::Fault, h->gone(msg::stage_name(msg::Stage::Readiness)));
-            return stop_the_rest(l);
-        }
-        const auto* m = std::get_if<msg::Ready>(&*h->msg);
-        if (!m || ready[h->rank]) continue;
-        add_health(h->rank, m->health);
-        l.members[h->rank].fingerprint = m->fingerprint;
-        if (!m->error.empty()) {
-            l.note(h->rank, RankState::Fault, m->error);
-            return stop_the_rest(l);
-        }
-        ready[h->rank] = true;
-        ++count;
-    }
-    if (count == world) return true;
-    for (uint32_t r = 0; r < world; ++r)
-        if (!ready[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
-    return stop_the_rest(l);
+    std::vector<bool> waiting(st.self.world, true);
+    auto take = [&](uint32_t r, const msg::Ready& m) {
+        add_health(r, m.health);
+        l.members[r].fingerprint = m.fingerprint;
+        if (m.error.empty()) return Reply::Taken;
+        l.note(r, RankState::Fault, m.error);
+        l.stop_the_rest();
+        return Reply::Stop;
+    };
+    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Readiness); };
+    if (!l.await_replies(waiting, l.own_ready, st.ready_by, take, lost)) return false;
+    if (std::find(waiting.begin(), waiting.end(), true) == waiting.end()) return true;
+    for (uint32_t r = 0; r < st.self.world; ++r)
+        if (waiting[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
+    // Everyone else was ready, or on its way, and is stopped with no fault.
+    l.stop_the_rest();
+    return false;
 }
 
 }  // namespace

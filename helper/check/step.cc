@@ -65,6 +65,12 @@ void Lead::stop_the_rest() {
         if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
 }
 
+Reply Lead::lost_in(const Heard& h, msg::Stage s) {
+    note(h.rank, RankState::Fault, h.gone(msg::stage_name(s)));
+    stop_the_rest();
+    return Reply::Stop;
+}
+
 bool Lead::own_work_running() const {
     auto running = [](const auto& f) {
         return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;

@@ -13,6 +13,8 @@
 // say to each other. helper/check.cc runs them.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -279,6 +281,10 @@ struct ControlCost {
     std::string json(double start) const;               // ,"control":{...}
 };
 
+// What a rank's reply, or its loss, did to one of rank 0's waits
+// (Lead::await_replies): counted, not what was waited for, or the end.
+enum class Reply { Taken, Ignored, Stop };
+
 // Rank 0: the members, what they said, and the report taking shape.
 struct Lead {
     std::vector<Member> members;
@@ -296,7 +302,7 @@ struct Lead {
     std::future<msg::Result> own;        // rank 0's own share, on a thread
     std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread
     std::future<msg::GpuRetestReport> own_retest;  // rank 0's part of the GPU retests, on a thread
-    std::future<std::string> own_ready;     // rank 0's own readiness, on a thread
+    std::future<msg::Ready> own_ready;      // rank 0's own readiness, on a thread
     ControlCost cost;
     Hub hub;                             // destroyed before the members' Lines
 
@@ -316,6 +322,44 @@ struct Lead {
     }
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
+    // A rank lost while rank 0 waited in stage s: its fault, the others
+    // stopped, the wait ended.
+    Reply lost_in(const Heard& h, msg::Stage s);
+    // Rank 0's wait for a message M from each rank still marked in
+    // `waiting`, its own from `mine` (its thread), in the order they come,
+    // until `until`: readiness, the all-reduce's results, pair rounds and
+    // GPU retests all wait so. take(rank, m) and lost(heard) (a rank whose
+    // line ended or that fell silent, waited for or not) say what it did;
+    // a rank Taken or Stopped is no longer waited for. False when one of
+    // them said Stop; the ranks still marked never replied.
+    template <typename M, typename Take, typename Lost>
+    bool await_replies(std::vector<bool>& waiting, std::future<M>& mine, const Deadline& until, Take take, Lost lost) {
+        auto left = std::count(waiting.begin(), waiting.end(), true);
+        auto settle = [&](uint32_t r, Reply what) {
+            if (what != Reply::Ignored && waiting[r]) {
+                waiting[r] = false;
+                --left;
+            }
+            return what != Reply::Stop;
+        };
+        while (left > 0) {
+            if (waiting[0] && mine.valid() && mine.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+                const M m = mine.get();
+                if (!settle(0, take(0u, m))) return false;
+                continue;
+            }
+            if (until.passed()) break;
+            auto h = hear(Deadline::in(std::min(0.05, std::max(0.0, until.left()))));
+            if (!h) continue;
+            if (!h->msg) {
+                if (!settle(h->rank, lost(*h))) return false;
+                continue;
+            }
+            const M* m = std::get_if<M>(&*h->msg);
+            if (m && waiting[h->rank] && !settle(h->rank, take(h->rank, *m))) return false;
+        }
+        return true;
+    }
     // Rank 0's own work (readiness, its share, a pair test) still running.
     bool own_work_running() const;
 };
