@@ -114,7 +114,7 @@ bool await_round(Step& st, Lead& l, Round& round, double budget) {
     waiting[0] = round.own && l.own_pair.valid();  // not a late one of an earlier round
     for (const auto& [r, tag] : round.expect) waiting[r] = true;
     auto take = [&](uint32_t r, const msg::PairReport& m) {
-        if (r != 0 && round.expect[r] != m.tag) return Reply::Ignored;
+        if (r != 0 && round.expect.at(r) != m.tag) return Reply::Ignored;
         round.take(m);
         return Reply::Taken;
     };
