@@ -101,10 +101,12 @@ exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
 flock 9
 trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 start=$(date +%s)
+: >/tmp/mn-it-all.log
 if bash scripts/cluster/local-cluster.sh start; then
   for t in tests/integration/test_*.sh; do
     t0=$(date +%s)
     bash "$t" 2>&1 | tee /tmp/mn-it.log
+    cat /tmp/mn-it.log >>/tmp/mn-it-all.log
     echo "$(basename "$t"): $(($(date +%s) - t0)) s"
     p=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' /tmp/mn-it.log)
     f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' /tmp/mn-it.log)
@@ -163,5 +165,12 @@ echo
 echo "== time taken (this run: $(($(date +%s) - t_all)) s)"
 printf '%s' "$times"
 echo
+# What failed, again at the end: a CI log may keep only its head and tail.
+if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
+  echo "== what failed"
+  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|FAILED' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-san-unit.log \
+    /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
+  echo
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ $matrix_rc -eq 0 ]

@@ -125,7 +125,7 @@ if [ $unit_only = 0 ]; then
       f=$(sed -n 's/^integration: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$reports/it.log")
       [ -n "$p" ] || { echo "$(basename "$t"): no summary line"; tail -5 "$reports/it.log"; f=1; p=0; }
       echo "asan $(basename "$t" .sh): $p passed, $f failed ($(($(date +%s) - t0)) s)"
-      grep '^not ok' -A6 "$reports/it.log" | head -40
+      grep '^not ok' -A12 "$reports/it.log" | head -60
       passed=$((passed + p))
       failed=$((failed + f))
     done

@@ -19,6 +19,8 @@ fail() {
   echo "not ok - $1"
   shift
   [ $# -gt 0 ] && printf '    %s\n' "$@"
+  # The verdict's own lines first: a CI log shows a failure's first lines.
+  [ -f "$OUT/last" ] && grep -E '^(problem: |FAIL|srun: error|.*mn-preflight: error)' "$OUT/last" | head -6 | sed 's/^/    ! /'
   [ -f "$OUT/last" ] && sed 's/^/    | /' "$OUT/last" | head -15
   return 0
 }
