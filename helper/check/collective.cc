@@ -99,7 +99,7 @@ std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t p
 }
 
 Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
-                 double budget) {
+                 double budget, double pause) {
     Timed t;
     const std::size_t count = buf.size();
     if (count == 0) return t;
@@ -111,7 +111,8 @@ Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_
     const std::size_t planned = nseg * (1 + static_cast<std::size_t>(std::max(0, iters)));
     std::vector<float> piece(seg + 1), tmp;
     const double t0 = now_s();
-    double t_first = 0;
+    double t_first = 0, t_pass = 0;
+    std::vector<double> pass_times;
     std::size_t done = 0;
     bool stop = false;
     bool checked = false;
@@ -132,10 +133,19 @@ Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_
         }
         std::copy(piece.begin(), piece.begin() + len, buf.begin() + lo);
         stop = piece[len] > 0;
+        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause));
         if (++done == nseg) {
-            t_first = now_s();
+            t_first = t_pass = now_s();
             check_first(count);
+        } else if (done % nseg == 0) {
+            const double end = now_s();
+            pass_times.push_back(end - t_pass);
+            t_pass = end;
         }
+    }
+    if (!pass_times.empty()) {
+        std::nth_element(pass_times.begin(), pass_times.begin() + pass_times.size() / 2, pass_times.end());
+        t.median_pass = pass_times[pass_times.size() / 2];
     }
     if (!checked) check_first(std::min(count, done * seg));
     const double t1 = now_s();

@@ -119,6 +119,20 @@ bool stalls_pairs(uint32_t rank, bool retest) {
     return hook_names_rank("MN_PREFLIGHT_STALL_RETESTS", rank) ||
            (!retest && hook_names_rank("MN_PREFLIGHT_STALL_PAIRS", rank));
 }
+bool slowed_from_round(const std::string& tag) {
+#ifdef MN_TEST_HOOKS
+    const std::string from = env_or("MN_PREFLIGHT_SLOW_FROM_ROUND");
+    if (from.empty()) return false;
+    if (tag.rfind("retest:", 0) == 0) return true;
+    // "pair:K:Q"
+    const std::size_t a = tag.find(':'), b = tag.find(':', a + 1);
+    return tag.rfind("pair:", 0) == 0 && b != std::string::npos &&
+           std::strtoul(tag.substr(a + 1, b - a - 1).c_str(), nullptr, 10) >= std::strtoul(from.c_str(), nullptr, 10);
+#else
+    (void)tag;
+    return false;
+#endif
+}
 
 // ---- the control plane's cost ----------------------------------------------
 

@@ -392,6 +392,12 @@ bool exits_on_purpose(uint32_t rank);
 // seconds before each launch of a pair's timed loop, and the GPU idles.
 bool stalls_pairs(uint32_t rank, bool retest);
 constexpr double kStall = 0.05;
+// The test hook MN_PREFLIGHT_SLOW_FROM_ROUND=K, CPU path: every pair of
+// the first rounds from round K (0-based) on, and every retest and
+// control, waits kPassPause seconds per pass: load that arrives in the
+// middle of the check and slows every node alike.
+bool slowed_from_round(const std::string& tag);
+constexpr double kPassPause = 0.02;
 
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc
@@ -432,6 +438,7 @@ struct Timed {
     bool ok = false, correct = false;
     double seconds = 0;  // per pass over the whole buffer
     double passes = 0;   // how many the time bound allowed (the first is checked)
+    double median_pass = 0;  // the median whole pass after the first (0: none)
     std::string error;
     bool peer = false;   // the error is a transfer's, not this rank's
 };
@@ -455,8 +462,9 @@ struct Links {
 // ranks at once, by a vote carried in the data) once `budget` seconds have
 // gone; transfers give up at d. buf holds this rank's fill_pattern on
 // entry; the checked pass must hold the sum of `patterns` of them.
+// `pause`: seconds to wait after each segment (a test hook's load).
 Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
-                 double budget);
+                 double budget, double pause = 0);
 Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                          const std::string& secret, const Deadline& d);
 Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,

@@ -383,15 +383,22 @@ std::string report_json(const PreflightReport& r) {
                ",\"b\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
     }
-    // The retests a verdict may rest on: a = the suspect, b = its partner.
-    out += "],\"retests\":[";
-    for (std::size_t i = 0; i < r.retests.size(); ++i) {
-        const PairResult& p = r.retests[i];
-        out += std::string(i ? "," : "") +
-               "{\"suspect\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
-               ",\"partner\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
-               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    // The retests a verdict may rest on: a = the suspect, b = its partner;
+    // and the control pairs timed among them (a is no suspect).
+    std::string retests, controls;
+    if (!r.retests.empty()) {
+        const std::vector<uint32_t> sus =
+            plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw).suspects;
+        for (const PairResult& p : r.retests) {
+            const bool control = std::find(sus.begin(), sus.end(), p.a) == sus.end();
+            std::string& list = control ? controls : retests;
+            list += std::string(list.empty() ? "" : ",") + "{\"" + (control ? "a" : "suspect") +
+                    "\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") + ",\"" +
+                    (control ? "b" : "partner") + "\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
+                    ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+        }
     }
+    out += "],\"retests\":[" + retests + "],\"retest_controls\":[" + controls;
     auto gpu_list = [&](const std::vector<GpuPairResult>& v) {
         std::string list;
         for (std::size_t i = 0; i < v.size(); ++i)
@@ -405,6 +412,9 @@ std::string report_json(const PreflightReport& r) {
     out += "],\"gpu_pairs\":[" + gpu_list(r.gpu_pairs) + "],\"gpu_retests\":[" + gpu_list(r.gpu_retests);
     out += "],\"problems\":[";
     for (std::size_t i = 0; i < r.problems.size(); ++i) out += (i ? "," : "") + json_string(r.problems[i]);
+    // What the table prints as "note:" (warnings, suspects the retests cleared).
+    out += "],\"notes\":[";
+    for (std::size_t i = 0; i < r.notes.size(); ++i) out += (i ? "," : "") + json_string(r.notes[i]);
     out += "],\"timed_out\":" + json_string(r.timed_out) + "}\n";
     return out;
 }

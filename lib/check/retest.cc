@@ -116,12 +116,28 @@ RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, s
     const std::size_t per = std::min({kRetestsPerSuspect, fast.size(), kMaxRetestRounds});
     // Round r gives suspect i partner (i + r) mod f: distinct within a
     // round (suspects <= partners) and across rounds for one suspect.
+    bool controlled = false;
     for (std::size_t r = 0; r < per; ++r) {
         std::vector<std::pair<uint32_t, uint32_t>> round;
-        for (std::size_t i = 0; i < plan.suspects.size(); ++i)
+        std::set<uint32_t> busy;
+        for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
             round.push_back({plan.suspects[i], fast[(i + r) % fast.size()]});
+            busy.insert(fast[(i + r) % fast.size()]);
+        }
+        // The round's controls: pairs of the fastest partners it leaves free.
+        std::vector<uint32_t> free;
+        for (uint32_t f : fast)
+            if (!busy.count(f) && free.size() < 2 * kControlsPerRound) free.push_back(f);
+        for (std::size_t c = 0; c + 1 < free.size(); c += 2) {
+            round.push_back({free[c], free[c + 1]});
+            controlled = true;
+        }
         plan.rounds.push_back(round);
     }
+    // Too few nodes for a control beside the retests (three nodes: one
+    // suspect, two partners): a round of its own between them.
+    if (!controlled && fast.size() >= 2)
+        plan.rounds.insert(plan.rounds.begin() + (plan.rounds.size() > 1 ? 1 : 0), {{fast[0], fast[1]}});
     return plan;
 }
 
@@ -130,9 +146,26 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
                                          std::optional<double> floor, const std::vector<std::string>& hosts) {
     (void)nnodes;
     const std::set<uint32_t> sus(plan.suspects.begin(), plan.suspects.end());
-    const double ref = healthy_median(pairs, sus);
+    const double first = healthy_median(pairs, sus);
+    // The controls timed among the retests: what healthy ran at then.
+    std::vector<double> ctl;
+    std::vector<std::string> ctl_seen;
+    for (const auto& t : retests)
+        if (!sus.count(t.a) && t.error.empty()) {
+            ctl.push_back(t.busbw_gbps);
+            ctl_seen.push_back(host_of(hosts, t.a) + " - " + host_of(hosts, t.b) + ": " + gbps(t.busbw_gbps) + " GB/s");
+        }
+    // Their best: a slowdown of every node slows them all, one unlucky
+    // control is noise.
+    const double during = ctl.empty() ? 0 : *std::max_element(ctl.begin(), ctl.end());
+    const bool ctl_low = !ctl.empty() && during < first;
+    const double ref = ctl_low ? during : first;
     const double threshold = floor ? *floor : 0.5 * ref;
-    const std::string against = floor ? "--min-busbw " + num(*floor) + " GB/s" : "a median of " + gbps(ref) + " GB/s";
+    const std::string controls = ctl.empty() ? std::string()
+                                             : (ctl.size() > 1 ? "controls " : "a control ") + and_list(ctl_seen) +
+                                                   " timed beside them";
+    const std::string against = floor ? "--min-busbw " + num(*floor) + " GB/s"
+                                : "a median of " + gbps(first) + " GB/s" + (ctl.empty() ? "" : " (" + controls + ")");
     std::vector<RetestVerdict> out;
     std::set<uint32_t> named;
     for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
@@ -165,6 +198,10 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
             v.text = "slow: " + plan.why[i] + "; confirmed by " + (ran.size() > 1 ? "retests with " : "a retest with ") +
                      and_list(ran) + " against " + against;
             named.insert(s);
+        } else if (!floor && best < 0.5 * first) {
+            // Slow again, but so were the healthy nodes at that time.
+            v.text = "its first pairs looked slow (" + plan.why[i] + ") and so did its retests (" + and_list(ran) +
+                     "), but so did " + controls + ": the healthy nodes ran slow then too, not this one alone; not named";
         } else {
             v.text = "its first pairs looked slow (" + plan.why[i] + "), but a retest with " + and_list(ran) +
                      " ran at speed; not named";

@@ -20,6 +20,10 @@ namespace mn {
 // is really slow is slow with anyone, a healthy one rarely draws two slow
 // retests in a row.
 constexpr std::size_t kRetestsPerSuspect = 2;
+// Control pairs per retest round where nodes are free for them: their
+// best reading is what healthy ran at then, so all of them must be unlucky
+// to lower it by chance.
+constexpr std::size_t kControlsPerRound = 2;
 // At most this many retest rounds (each round runs every suspect at once
 // with distinct partners, so the cost is rounds, not suspects).
 constexpr std::size_t kMaxRetestRounds = 4;
@@ -27,7 +31,11 @@ constexpr std::size_t kMaxRetestRounds = 4;
 struct RetestPlan {
     std::vector<uint32_t> suspects;  // node indexes, in the order of slow_nodes()
     std::vector<std::string> why;    // what made each one a suspect
-    // Rounds of disjoint (suspect, partner) pairs.
+    // Rounds of disjoint (suspect, partner) pairs, and control pairs: two
+    // proven-fast nodes (.first is no suspect) timed among the retests.
+    // Load that comes and goes (a build beside the job, a busy switch)
+    // slows every pair while it lasts, so a suspect is judged against
+    // what healthy nodes ran at the same time, not only at the start.
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;
     // More suspects than proven-fast partners (or none proven fast): the
     // first rounds' evidence is all there is, and suspects are named on it.
@@ -52,11 +60,12 @@ struct RetestVerdict {
 };
 
 // Judges each suspect on its retests (PairResult.a is the suspect, .b the
-// partner): named when every retest that ran is slow against the median of
-// the proven-fast nodes' pairs (half of it, or below `floor`); cleared when
-// one ran fast; "could not confirm" (not named) when none ran. A suspect
-// whose slow first pairs were all with a named node is cleared with that
-// said.
+// partner; a pair whose .a is no suspect is a control): named when every
+// retest that ran is slow, below half of what healthy ran at (the lower of
+// the first rounds' median between non-suspects and the best control),
+// or below `floor`; cleared when one ran fast, or when the controls ran as
+// slow; "could not confirm" (not named) when none ran. A suspect whose
+// slow first pairs were all with a named node is cleared with that said.
 std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
                                          const std::vector<PairResult>& retests, uint32_t nnodes,
                                          std::optional<double> floor, const std::vector<std::string>& hosts);

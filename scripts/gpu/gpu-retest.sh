@@ -9,7 +9,8 @@
 #   healthy  nothing done: PASS, nobody named
 #   noise    rank 3's host stalls 50 ms before each launch of its first pair
 #            rounds only (test hook MN_PREFLIGHT_STALL_PAIRS=3): its node
-#            becomes a suspect, is retested against nodes proven fast, runs
+#            becomes a suspect, is retested against nodes proven fast (a
+#            control pair of two of them timed beside each retest), runs
 #            at speed there, and is not named: PASS, with a note
 #   slow     the same stall in the retests too (MN_PREFLIGHT_STALL_RETESTS=3):
 #            exit 1, that node named "confirmed by retests", nobody else
@@ -87,8 +88,10 @@ if python3 - "$R/slow.json" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 print("-- JSON of a slow run: verdict", j["verdict"], "| pairs", len(j["pairs"]), "| retests",
-      [(t["suspect"], t["partner"], t["busbw_gbps"]) for t in j["retests"]], "| problems", j["problems"])
-ok = j["verdict"] == "FAIL" and len(j["retests"]) >= 2 and all(t["suspect"].endswith("emu3") for t in j["retests"])
+      [(t["suspect"], t["partner"], t["busbw_gbps"]) for t in j["retests"]], "| controls",
+      [(t["a"], t["b"], t["busbw_gbps"]) for t in j["retest_controls"]], "| problems", j["problems"])
+ok = (j["verdict"] == "FAIL" and len(j["retests"]) >= 2 and all(t["suspect"].endswith("emu3") for t in j["retests"])
+      and len(j["retest_controls"]) >= 1 and not any(t["a"].endswith("emu3") or t["b"].endswith("emu3") for t in j["retest_controls"]))
 sys.exit(0 if ok else 1)
 PY
 then good=$((good + 1)); else bad=$((bad + 1)); echo "   the JSON does not show the retests"; fi

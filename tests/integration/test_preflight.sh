@@ -89,6 +89,23 @@ t_slow_node_busy_machine() {
   pass "$name"
 }
 
+# Load that arrives in the middle of the check and slows every node alike
+# (the MN_PREFLIGHT_SLOW_FROM_ROUND hook: every pair from the second round
+# on waits per pass): the nodes of the later rounds look slow, and so do
+# their retests, but so does the control pair of two healthy nodes timed
+# among them. Nobody is named; the JSON lists the control apart.
+t_load_during_retests() {
+  local name="load from the second pair round on, every node alike: the suspect's retests are slow, and so is the control timed beside them; PASS, nobody named"
+  hooks_built_in || return
+  run env MN_PREFLIGHT_SLOW_FROM_ROUND=1 srun -N3 --ntasks-per-node=1 -o "$OUT/json.%t" --mn-nccl "$PF" --json
+  local got
+  got=$(rank0_json 'd["verdict"], len(d["retests"]), len(d["retest_controls"]), [n["host"] for n in d["nodes"] if n["verdict"] != "ok"], [x for x in d["notes"] if "but so did a control" in x][:1]')
+  echo "$got" >>"$OUT/last"
+  [ $RC -eq 0 ] && [[ "$got" == "PASS 2 1 [] ["?"node"*"its first pairs looked slow"*"and so did its retests"*"but so did a control node"*"timed beside them: the healthy nodes ran slow then too, not this one alone; not named"?"]" ]] ||
+    { fail "$name" "rc=$RC" "got: $got"; return; }
+  pass "$name"
+}
+
 t_odd_mtu() {
   local name="node2's eth0 at MTU 1400: FAIL, node2 named as differing from the majority"
   ip netns exec node2 ip link set eth0 mtu 1400

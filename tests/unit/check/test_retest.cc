@@ -52,7 +52,11 @@ static void factor_three_noise_is_cleared_by_a_retest(void**) {
     assert_int_equal(plan.suspects.size(), 1);
     assert_int_equal(plan.suspects[0], 0);
     assert_false(plan.unconfirmable);
-    assert_int_equal(plan.rounds.size(), 2);  // partners n1 and n2, one each round
+    // Partners n1 and n2, one each round, and between them the control:
+    // n1 - n2 timed on its own (three nodes leave no pair free beside a retest).
+    assert_int_equal(plan.rounds.size(), 3);
+    assert_int_equal(plan.rounds[1].size(), 1);
+    assert_true(plan.rounds[1][0] == std::make_pair(1u, 2u));
     const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 0.61; }), 3,
                                  std::nullopt, hosts(3));
     assert_int_equal(v.size(), 1);
@@ -65,12 +69,62 @@ static void a_slow_node_is_confirmed_by_its_retests(void**) {
     const RetestPlan plan = plan_retests(first, 3, std::nullopt);
     assert_int_equal(plan.suspects.size(), 1);
     assert_int_equal(plan.suspects[0], 2);
-    const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t, uint32_t) { return 0.0022; }), 3,
-                                 std::nullopt, hosts(3));
+    const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t s, uint32_t) { return s == 2 ? 0.0022 : 0.58; }),
+                                 3, std::nullopt, hosts(3));
     assert_int_equal(named(v).size(), 1);
     assert_contains(v[0].text, "slow: its pairs run at 0.0021 GB/s at best");
     assert_contains(v[0].text, "confirmed by retests with n");
-    assert_contains(v[0].text, "n0: 0.0022 GB/s and n1: 0.0022 GB/s against a median of 0.6000 GB/s");
+    assert_contains(v[0].text, "n0: 0.0022 GB/s and n1: 0.0022 GB/s against a median of 0.6000 GB/s "
+                               "(a control n0 - n1: 0.5800 GB/s timed beside them)");
+}
+
+// Load that arrives after the first round (a build starting beside the
+// job): n2's pairs, in the later rounds, and its retests are all slow, and
+// so is the control of two healthy nodes timed among them. Nobody is named.
+static void load_during_the_retests_blames_nobody(void**) {
+    const std::vector<PairResult> first{pr(0, 1, 0.6), pr(0, 2, 0.09), pr(1, 2, 0.08)};
+    const RetestPlan plan = plan_retests(first, 3, std::nullopt);
+    assert_int_equal(plan.suspects.size(), 1);
+    assert_int_equal(plan.suspects[0], 2);
+    const auto v = judge_retests(plan, first, run_plan(plan, [](uint32_t s, uint32_t) { return s == 2 ? 0.1 : 0.12; }),
+                                 3, std::nullopt, hosts(3));
+    assert_int_equal(named_count(v), 0);
+    assert_contains(v[0].text, "and so did its retests (n0: 0.1000 GB/s and n1: 0.1000 GB/s), but so did a control "
+                               "n0 - n1: 0.1200 GB/s timed beside them: the healthy nodes ran slow then too");
+    // The control itself failed: the first rounds' median stands alone.
+    auto retests = run_plan(plan, [](uint32_t, uint32_t) { return 0.1; });
+    for (auto& t : retests)
+        if (t.a != 2) t.error = "rank 2 did not report";
+    const auto w = judge_retests(plan, first, retests, 3, std::nullopt, hosts(3));
+    assert_int_equal(named_count(w), 1);
+    assert_contains(w[0].text, "against a median of 0.6000 GB/s");
+}
+
+// Controls beside the retests in a larger cluster: each round keeps two
+// free proven-fast nodes for each control. One unlucky control among fast
+// ones is noise (their best counts), so the throttled node is still named.
+static void one_slow_control_is_noise(void**) {
+    std::vector<PairResult> first;
+    for (uint32_t a = 0; a < 6; ++a)
+        for (uint32_t b = a + 1; b < 6; ++b) first.push_back(pr(a, b, a == 4 || b == 4 ? 0.004 : 0.5));
+    const RetestPlan plan = plan_retests(first, 6, std::nullopt);
+    assert_int_equal(plan.rounds.size(), kRetestsPerSuspect);
+    std::size_t controls = 0;
+    for (const auto& round : plan.rounds)
+        for (const auto& [a, b] : round)
+            if (a != 4) ++controls;
+    assert_int_equal(controls, kRetestsPerSuspect * kControlsPerRound);  // 4 nodes free in each round
+    bool first_control = true;
+    const auto v = judge_retests(plan, first, run_plan(plan, [&](uint32_t s, uint32_t) {
+                                     if (s == 4) return 0.004;
+                                     const bool unlucky = first_control;
+                                     first_control = false;
+                                     return unlucky ? 0.006 : 0.5;
+                                 }),
+                                 6, std::nullopt, hosts(6));
+    assert_int_equal(named_count(v), 1);
+    assert_contains(v[0].text, "confirmed by retests");
+    assert_contains(v[0].text, "(controls n");
 }
 
 // Partners are proven fast, distinct within a round, never a suspect, and
@@ -87,12 +141,18 @@ static void the_plan_pairs_suspects_with_distinct_fast_partners(void**) {
     std::map<uint32_t, std::set<uint32_t>> met;
     for (const auto& round : plan.rounds) {
         std::set<uint32_t> used;
+        std::size_t controls = 0;
         for (const auto& [s, p] : round) {
-            assert_true(s == 3 || s == 6);
             assert_true(p != 3 && p != 6);
             assert_true(used.insert(p).second);
+            if (s != 3 && s != 6) {  // the round's control: two fast nodes no suspect meets in it
+                ++controls;
+                assert_true(used.insert(s).second);
+                continue;
+            }
             assert_true(met[s].insert(p).second);
         }
+        assert_int_equal(controls, kControlsPerRound);
     }
     // The fastest partner comes first.
     const auto fast = proven_fast(first, 8, plan.suspects);
@@ -190,8 +250,19 @@ static void judge_uses_the_retests(void**) {
     assert_contains(r.problems[0], "n2: slow: ");
     assert_contains(r.nodes[2].verdict, "confirmed by retests with n0: 0.0019 GB/s and n1: 0.0023 GB/s");
     assert_str(r.nodes[0].verdict, "ok");
-    const std::string j = report_json(r);
+    std::string j = report_json(r);
     assert_contains(j, "\"retests\":[{\"suspect\":\"n2\",\"partner\":\"n0\",\"busbw_gbps\":0.0019,\"error\":\"\"}");
+    assert_contains(j, "\"retest_controls\":[]");
+    // With the control timed between them: listed apart, a and b.
+    r.retests = {pr(2, 0, 0.0019), pr(0, 1, 0.59), pr(2, 1, 0.0023)};
+    r.problems.clear();
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_contains(r.nodes[2].verdict, "(a control n0 - n1: 0.5900 GB/s timed beside them)");
+    j = report_json(r);
+    assert_contains(j, "\"retests\":[{\"suspect\":\"n2\",\"partner\":\"n0\",\"busbw_gbps\":0.0019,\"error\":\"\"},"
+                       "{\"suspect\":\"n2\",\"partner\":\"n1\"");
+    assert_contains(j, "\"retest_controls\":[{\"a\":\"n0\",\"b\":\"n1\",\"busbw_gbps\":0.5900,\"error\":\"\"}]");
     // The same first rounds, but the retests ran at speed: PASS, with a note.
     r.retests = {pr(2, 0, 0.55), pr(2, 1, 0.57)};
     r.problems.clear();
@@ -467,6 +538,8 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(factor_three_noise_is_cleared_by_a_retest),
         cmocka_unit_test(a_slow_node_is_confirmed_by_its_retests),
+        cmocka_unit_test(load_during_the_retests_blames_nobody),
+        cmocka_unit_test(one_slow_control_is_noise),
         cmocka_unit_test(the_plan_pairs_suspects_with_distinct_fast_partners),
         cmocka_unit_test(a_neighbour_slow_only_with_the_culprit_is_ok),
         cmocka_unit_test(a_failed_retest_confirms_nothing),
