@@ -96,7 +96,7 @@ Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& ki
             m.peer_port = l.members[peer].hello.data_port;
             m.connect = side == 0;
             m.bytes = l.pair_bytes;
-            m.iters = 7;
+            m.iters = 5;
             m.budget = budget;
             m.time_bound = st.budget.pair;
             if (me == 0) {

@@ -387,10 +387,9 @@ std::string report_json(const PreflightReport& r) {
     // and the control pairs timed among them (a is no suspect).
     std::string retests, controls;
     if (!r.retests.empty()) {
-        const std::vector<uint32_t> sus =
-            plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw).suspects;
+        const RetestPlan plan = plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw);
         for (const PairResult& p : r.retests) {
-            const bool control = std::find(sus.begin(), sus.end(), p.a) == sus.end();
+            const bool control = is_control(plan, p);
             std::string& list = control ? controls : retests;
             list += std::string(list.empty() ? "" : ",") + "{\"" + (control ? "a" : "suspect") +
                     "\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") + ",\"" +
@@ -408,8 +407,15 @@ std::string report_json(const PreflightReport& r) {
                     ",\"busbw_gbps\":" + num(v[i].busbw_gbps, 4) + ",\"error\":" + json_string(v[i].error) + "}";
         return list;
     };
-    // Inside nodes: the GPU pairs, and those timed again for a suspect GPU or link.
-    out += "],\"gpu_pairs\":[" + gpu_list(r.gpu_pairs) + "],\"gpu_retests\":[" + gpu_list(r.gpu_retests);
+    // Inside nodes: the GPU pairs, those timed again for a suspect GPU or
+    // link, and the control pairs timed beside them.
+    std::vector<GpuPairResult> gpu_retests, gpu_controls;
+    if (!r.gpu_retests.empty()) {
+        const GpuRetestPlan plan = plan_gpu_retests(r.gpu_pairs);
+        for (const GpuPairResult& p : r.gpu_retests) (is_gpu_control(plan, p) ? gpu_controls : gpu_retests).push_back(p);
+    }
+    out += "],\"gpu_pairs\":[" + gpu_list(r.gpu_pairs) + "],\"gpu_retests\":[" + gpu_list(gpu_retests) +
+           "],\"gpu_retest_controls\":[" + gpu_list(gpu_controls);
     out += "],\"problems\":[";
     for (std::size_t i = 0; i < r.problems.size(); ++i) out += (i ? "," : "") + json_string(r.problems[i]);
     // What the table prints as "note:" (warnings, suspects the retests cleared).

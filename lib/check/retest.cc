@@ -69,6 +69,10 @@ std::vector<uint32_t> slow_only_with(uint32_t s, const std::vector<PairResult>& 
 
 }  // namespace
 
+bool is_control(const RetestPlan& plan, const PairResult& retest) {
+    return std::find(plan.suspects.begin(), plan.suspects.end(), retest.a) == plan.suspects.end();
+}
+
 std::vector<uint32_t> proven_fast(const std::vector<PairResult>& pairs, uint32_t nnodes,
                                   const std::vector<uint32_t>& suspects) {
     const std::set<uint32_t> sus(suspects.begin(), suspects.end());
@@ -151,7 +155,7 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
     std::vector<double> ctl;
     std::vector<std::string> ctl_seen;
     for (const auto& t : retests)
-        if (!sus.count(t.a) && t.error.empty()) {
+        if (is_control(plan, t) && t.error.empty()) {
             ctl.push_back(t.busbw_gbps);
             ctl_seen.push_back(host_of(hosts, t.a) + " - " + host_of(hosts, t.b) + ": " + gbps(t.busbw_gbps) + " GB/s");
         }
@@ -254,6 +258,57 @@ bool retest_of(const SlowGpu& s, const GpuPairResult& t) {
     return t.gpu_a == s.gpu;
 }
 
+// Each round's controls, as between nodes: in every node the round
+// retests in, two of its GPUs that no suspect is and the round leaves free
+// (fastest first; never a suspect link). A node left without one (three
+// GPUs: the suspect and its two partners) gets a round of its own after
+// the first.
+void add_gpu_controls(GpuRetestPlan& plan, const std::map<Gpu, double>& best, const std::set<Gpu>& suspect_gpus,
+                      std::vector<std::set<Gpu>>& busy) {
+    std::map<uint32_t, std::vector<std::string>> clean;  // node -> GPUs, fastest first
+    {
+        std::vector<std::pair<double, Gpu>> order;
+        for (const auto& [g, b] : best)
+            if (!suspect_gpus.count(g)) order.push_back({-b, g});
+        std::sort(order.begin(), order.end());
+        for (const auto& [b, g] : order) clean[g.first].push_back(g.second);
+    }
+    auto suspect_link = [&](uint32_t node, const std::string& a, const std::string& b) {
+        for (const auto& s : plan.suspects)
+            if (s.node == node && is_link(s) && std::set<std::string>{s.gpu, s.other} == std::set<std::string>{a, b})
+                return true;
+        return false;
+    };
+    // The first pair of free GPUs of `node` (none busy in `taken`).
+    auto control = [&](uint32_t node, const std::set<Gpu>& taken) -> std::optional<GpuPairResult> {
+        const auto& gs = clean[node];
+        for (std::size_t i = 0; i < gs.size(); ++i)
+            for (std::size_t j = i + 1; j < gs.size(); ++j)
+                if (!taken.count({node, gs[i]}) && !taken.count({node, gs[j]}) && !suspect_link(node, gs[i], gs[j]))
+                    return GpuPairResult{node, gs[i], gs[j], 0, ""};
+        return std::nullopt;
+    };
+    std::set<uint32_t> nodes, controlled;
+    for (std::size_t r = 0; r < plan.rounds.size(); ++r) {
+        std::set<uint32_t> here;
+        for (const auto& w : plan.rounds[r]) here.insert(w.node);
+        for (uint32_t node : here) {
+            nodes.insert(node);
+            if (auto c = control(node, busy[r])) {
+                busy[r].insert({node, c->gpu_a});
+                busy[r].insert({node, c->gpu_b});
+                plan.rounds[r].push_back(*c);
+                controlled.insert(node);
+            }
+        }
+    }
+    std::vector<GpuPairResult> own;
+    for (uint32_t node : nodes)
+        if (!controlled.count(node))
+            if (auto c = control(node, {})) own.push_back(*c);
+    if (!own.empty()) plan.rounds.insert(plan.rounds.begin() + (plan.rounds.size() > 1 ? 1 : 0), own);
+}
+
 }  // namespace
 
 GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
@@ -302,19 +357,40 @@ GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
         busy[r].insert({w.node, w.gpu_b});
         plan.rounds[r].push_back(w);
     }
+    add_gpu_controls(plan, best, suspect_gpus, busy);
     return plan;
+}
+
+bool is_gpu_control(const GpuRetestPlan& plan, const GpuPairResult& retest) {
+    return std::none_of(plan.suspects.begin(), plan.suspects.end(),
+                        [&](const SlowGpu& s) { return retest_of(s, retest); });
 }
 
 std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const std::vector<GpuPairResult>& pairs,
                                              const std::vector<GpuPairResult>& retests,
                                              const std::vector<std::string>& hosts) {
-    const double ref = gpu_healthy_median(pairs, plan.suspects);
-    const double threshold = 0.5 * ref;
+    const double first = gpu_healthy_median(pairs, plan.suspects);
+    // Each node's controls (retests of no suspect): their best is what its
+    // healthy GPUs ran at during the retests.
+    std::map<uint32_t, double> ctl_best;
+    std::map<uint32_t, std::vector<std::string>> ctl_seen;
+    for (const auto& t : retests) {
+        if (!t.error.empty() || !is_gpu_control(plan, t)) continue;
+        ctl_best[t.node] = std::max(ctl_best[t.node], t.busbw_gbps);
+        ctl_seen[t.node].push_back(t.gpu_a + " - " + t.gpu_b + ": " + gbps(t.busbw_gbps) + " GB/s");
+    }
     std::vector<RetestVerdict> out;
     for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
         const SlowGpu& s = plan.suspects[i];
         RetestVerdict v{s.node, false, ""};
         const std::string what = is_link(s) ? "the link between " + s.gpu + " and " + s.other : s.gpu;
+        const auto c = ctl_best.find(s.node);
+        const double ref = c != ctl_best.end() ? std::min(first, c->second) : first;
+        const double threshold = 0.5 * ref;
+        const std::string controls =
+            c == ctl_best.end() ? std::string()
+                                : (ctl_seen[s.node].size() > 1 ? "controls " : "a control ") +
+                                      and_list(ctl_seen[s.node]) + " timed beside them";
         if (std::find(plan.unconfirmable.begin(), plan.unconfirmable.end(), i) != plan.unconfirmable.end()) {
             v.named = true;
             v.text = s.text + " (not retested: every other GPU of " + host_of(hosts, s.node) + " looks slow too)";
@@ -340,7 +416,11 @@ std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const st
             v.named = true;
             v.text = s.text + "; confirmed when " + (is_link(s) ? "timed again (" + and_list(ran) + ")"
                                                                  : "retested with " + and_list(ran)) +
-                     " against a median of " + gbps(ref) + " GB/s";
+                     " against a median of " + gbps(first) + " GB/s" + (controls.empty() ? "" : " (" + controls + ")");
+        } else if (best < 0.5 * first) {
+            // Slow again, but so were the node's healthy GPUs at that time.
+            v.text = what + ": its first pairs looked slow (" + s.text + ") and so did its retests (" + and_list(ran) +
+                     "), but so did " + controls + ": the node's healthy GPUs ran slow then too, not this one alone; not named";
         } else {
             v.text = what + ": its first pairs looked slow (" + s.text + "), but " +
                      (is_link(s) ? "timed again it ran at speed (" + and_list(ran) + ")"

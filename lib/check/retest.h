@@ -48,6 +48,9 @@ struct RetestPlan {
 // slow_nodes() stands alone).
 RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, std::optional<double> floor);
 
+// A retest that is a control pair (no suspect in it), not a suspect's.
+bool is_control(const RetestPlan& plan, const PairResult& retest);
+
 // Nodes proven fast by this run: no suspect, and at least one pair at or
 // above the median of all pairs; fastest first.
 std::vector<uint32_t> proven_fast(const std::vector<PairResult>& pairs, uint32_t nnodes,
@@ -80,19 +83,24 @@ struct GpuRetestPlan {
     // Rounds of GPU pairs to time again, no GPU twice in a round: a slow
     // GPU (gpu_a) with up to kRetestsPerSuspect GPUs of its node that
     // this run has proven fast; a slow link (both ends fine) on its own,
-    // as often. busbw_gbps and error are not used.
+    // as often; and in each node a round retests in, a control pair of two
+    // of its GPUs that no suspect is (a round of its own when the retests
+    // leave none free). busbw_gbps and error are not used.
     std::vector<std::vector<GpuPairResult>> rounds;
     // Suspects with no GPU of their node to retest with (every other one
     // a suspect too): named on the first rounds' evidence, with that said.
     std::vector<std::size_t> unconfirmable;  // indexes into suspects
 };
 GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs);
+// A GPU retest that is a control pair, not a suspect's.
+bool is_gpu_control(const GpuRetestPlan& plan, const GpuPairResult& retest);
 
 // Judges each GPU suspect (RetestVerdict.node: the report's node index)
 // on its retests, as judge_retests() does a node: named when every retest
-// that ran is below half the median of the first pairs without a suspect,
-// cleared (a note) when one ran at speed, "could not confirm" when none
-// ran. `hosts`: the report's hosts, by node index.
+// that ran is below half the lower of the median of the first pairs
+// without a suspect and the best control of its node; cleared (a note)
+// when one ran at speed or the controls ran as slow, "could not confirm"
+// when none ran. `hosts`: the report's hosts, by node index.
 std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const std::vector<GpuPairResult>& pairs,
                                              const std::vector<GpuPairResult>& retests,
                                              const std::vector<std::string>& hosts);

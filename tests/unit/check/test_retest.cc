@@ -370,10 +370,15 @@ static void a_gpu_slow_once_is_cleared(void**) {
     assert_true(plan.unconfirmable.empty());
     // Two partners, fastest first (GPU1 and GPU3 both reach 334 in
     // GPU1-GPU3; the lower index first), one round each: GPU2 cannot be in
-    // two pairs at once.
+    // two pairs at once. Beside each, a control of the two GPUs left free.
     assert_int_equal(plan.rounds.size(), 2);
-    assert_int_equal(plan.rounds[0].size(), 1);
+    assert_int_equal(plan.rounds[0].size(), 2);
     assert_int_equal(plan.rounds[0][0].node, 1);
+    assert_int_equal(plan.rounds[0][1].node, 1);
+    assert_true(std::set<std::string>({plan.rounds[0][1].gpu_a, plan.rounds[0][1].gpu_b}) ==
+                std::set<std::string>({"GPU0", "GPU3"}));
+    assert_true(std::set<std::string>({plan.rounds[1][1].gpu_a, plan.rounds[1][1].gpu_b}) ==
+                std::set<std::string>({"GPU0", "GPU1"}));
     assert_str(plan.rounds[0][0].gpu_a, "GPU2");
     assert_str(plan.rounds[0][0].gpu_b, "GPU1");
     assert_str(plan.rounds[1][0].gpu_b, "GPU3");
@@ -405,6 +410,7 @@ static void a_gpu_slow_once_is_cleared(void**) {
     assert_int_equal(r.notes.size(), 1);
     assert_contains(r.notes[0], "n1: GPU2: its first pairs looked slow");
     assert_contains(report_json(r), "\"gpu_retests\":[{\"host\":\"n1\",\"a\":\"GPU2\",\"b\":\"GPU1\",\"busbw_gbps\":329");
+    assert_contains(report_json(r), "\"gpu_retest_controls\":[{\"host\":\"n1\",\"a\":\"GPU3\",\"b\":\"GPU0\",\"busbw_gbps\":329");
     // Without retests (an older report): the first rounds name it.
     r.gpu_retests_ran = false;
     r.notes.clear();
@@ -431,7 +437,7 @@ static void a_slow_gpu_is_confirmed_and_a_slow_link_timed_again(void**) {
         }
         total += round.size();
     }
-    assert_int_equal(total, 4);
+    assert_int_equal(total, 8);  // and a control in each node in each round
     assert_int_equal(plan.rounds.size(), 2);  // the two nodes' retests share rounds
     auto slow_again = [](uint32_t n, const std::string& a, const std::string& b) {
         if (n == 1 && touches(a, b, "GPU2")) return 41.0;
@@ -442,7 +448,7 @@ static void a_slow_gpu_is_confirmed_and_a_slow_link_timed_again(void**) {
     assert_int_equal(named_count(v), 2);
     for (const auto& x : v) {
         if (x.node == 1) assert_contains(x.text, "slow GPU GPU2: its pairs run at 40.0 GB/s at best");
-        if (x.node == 1) assert_contains(x.text, "; confirmed when retested with GPU1: 41.0 GB/s and GPU3: 41.0 GB/s against a median of 333.0 GB/s");
+        if (x.node == 1) assert_contains(x.text, "; confirmed when retested with GPU1: 41.0 GB/s and GPU3: 41.0 GB/s against a median of 333.0 GB/s (controls GPU");
         if (x.node == 0) assert_contains(x.text, "slow link between GPU0 and GPU3: 60.0 GB/s");
         if (x.node == 0) assert_contains(x.text, "; confirmed when timed again (itself: 61.0 GB/s and itself: 61.0 GB/s)");
     }
@@ -452,6 +458,47 @@ static void a_slow_gpu_is_confirmed_and_a_slow_link_timed_again(void**) {
     const auto w = judge_gpu_retests(plan, first, failed, hosts(2));
     assert_int_equal(named_count(w), 0);
     assert_contains(w[0].text, "no retest could confirm it");
+}
+
+// Load on one host that arrives during the check (a neighbour's job
+// launching kernels): GPU2 of n1 looks slow, and so do its retests, but so
+// does the control of two healthy GPUs of n1 timed beside them: not named.
+// A node of three GPUs has no two free beside a retest: its control gets a
+// round of its own, between the retests.
+static void host_load_during_gpu_retests_blames_no_gpu(void**) {
+    const auto first = gpu_pairs([](uint32_t n, const std::string& a, const std::string& b, double bw) {
+        return n == 1 && touches(a, b, "GPU2") ? 40.0 : bw;
+    });
+    const GpuRetestPlan plan = plan_gpu_retests(first);
+    const auto v = judge_gpu_retests(plan, first, run_gpu_plan(plan, [](uint32_t n, const std::string& a, const std::string& b) {
+                                         return n == 1 ? (touches(a, b, "GPU2") ? 41.0 : 52.0) : 330.0;
+                                     }),
+                                     hosts(2));
+    assert_int_equal(named_count(v), 0);
+    assert_contains(v[0].text, "and so did its retests (GPU1: 41.0 GB/s and GPU3: 41.0 GB/s), but so did controls GPU");
+    assert_contains(v[0].text, "the node's healthy GPUs ran slow then too, not this one alone; not named");
+    // The slow GPU stays named when its node's controls run at speed.
+    const auto w = judge_gpu_retests(plan, first, run_gpu_plan(plan, [](uint32_t, const std::string& a, const std::string& b) {
+                                         return touches(a, b, "GPU2") ? 41.0 : 330.0;
+                                     }),
+                                     hosts(2));
+    assert_int_equal(named_count(w), 1);
+
+    std::vector<GpuPairResult> three{{0, "GPU0", "GPU1", 330, ""}, {0, "GPU0", "GPU2", 40, ""}, {0, "GPU1", "GPU2", 41, ""}};
+    const GpuRetestPlan p3 = plan_gpu_retests(three);
+    assert_int_equal(p3.suspects.size(), 1);
+    assert_str(p3.suspects[0].gpu, "GPU2");
+    assert_int_equal(p3.rounds.size(), 3);
+    assert_int_equal(p3.rounds[1].size(), 1);
+    assert_true(std::set<std::string>({p3.rounds[1][0].gpu_a, p3.rounds[1][0].gpu_b}) ==
+                std::set<std::string>({"GPU0", "GPU1"}));
+    // A slow link of a node of two GPUs: nothing to compare with, no control.
+    std::vector<GpuPairResult> two{{0, "GPU0", "GPU1", 330, ""}, {1, "GPU0", "GPU1", 40, ""}, {2, "GPU0", "GPU1", 331, ""}};
+    const GpuRetestPlan p2 = plan_gpu_retests(two);
+    assert_int_equal(p2.suspects.size(), 1);
+    assert_int_equal(p2.rounds.size(), kRetestsPerSuspect);
+    for (const auto& round : p2.rounds)
+        for (const auto& p : round) assert_int_equal(p.node, 1);
 }
 
 // A failed first pair is not a suspect: it is named as it is.
@@ -550,6 +597,7 @@ int main() {
         cmocka_unit_test(noisy_cluster_model),
         cmocka_unit_test(a_gpu_slow_once_is_cleared),
         cmocka_unit_test(a_slow_gpu_is_confirmed_and_a_slow_link_timed_again),
+        cmocka_unit_test(host_load_during_gpu_retests_blames_no_gpu),
         cmocka_unit_test(failed_gpu_pairs_are_not_retested),
         cmocka_unit_test(noisy_gpu_model),
     };
