@@ -126,14 +126,17 @@ Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_
     while (done < planned && !stop) {
         const std::size_t lo = (done % nseg) * seg, len = std::min(seg, count - lo);
         std::copy(buf.begin() + lo, buf.begin() + lo + len, piece.begin());
-        piece[len] = now_s() - t0 > budget ? 1.0f : 0.0f;
+        const double seg_start = now_s();
+        piece[len] = seg_start - t0 > budget ? 1.0f : 0.0f;
         if (!node_allreduce(piece.data(), len + 1, links, tmp, d, &t.error)) {
             t.peer = true;
             return t;
         }
         std::copy(piece.begin(), piece.begin() + len, buf.begin() + lo);
         stop = piece[len] > 0;
-        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double>(pause));
+        // A hook's load: at least `pause`, and 4 times the segment's own
+        // time, so a slow build (ASan) is slowed by as much as a fast one.
+        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double>(std::max(pause, 4 * (now_s() - seg_start))));
         if (++done == nseg) {
             t_first = t_pass = now_s();
             check_first(count);

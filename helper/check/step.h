@@ -394,8 +394,9 @@ bool stalls_pairs(uint32_t rank, bool retest);
 constexpr double kStall = 0.05;
 // The test hook MN_PREFLIGHT_SLOW_FROM_ROUND=K, CPU path: every pair of
 // the first rounds from round K (0-based) on, and every retest and
-// control, waits kPassPause seconds per pass: load that arrives in the
-// middle of the check and slows every node alike.
+// control, waits kPassPause seconds per pass, or 4 times the pass's own
+// time if longer: load that arrives in the middle of the check and slows
+// every node alike, by a factor of 5 or more on any build.
 bool slowed_from_round(const std::string& tag);
 constexpr double kPassPause = 0.02;
 
@@ -462,7 +463,7 @@ struct Links {
 // ranks at once, by a vote carried in the data) once `budget` seconds have
 // gone; transfers give up at d. buf holds this rank's fill_pattern on
 // entry; the checked pass must hold the sum of `patterns` of them.
-// `pause`: seconds to wait after each segment (a test hook's load).
+// `pause`: seconds to wait after each segment, at least (a test hook's load).
 Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
                  double budget, double pause = 0);
 Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
