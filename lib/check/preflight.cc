@@ -377,27 +377,25 @@ std::string report_json(const PreflightReport& r) {
            ",\"inter_transport\":" + json_string(c.inter_transport) +
            ",\"intra_transport\":" + json_string(c.intra_transport) + ",\"error\":" + json_string(c.error) +
            "},\"pairs\":[";
-    for (std::size_t i = 0; i < r.pairs.size(); ++i) {
-        const PairResult& p = r.pairs[i];
-        out += std::string(i ? "," : "") + "{\"a\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") +
-               ",\"b\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
-               ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
-    }
+    // A node pair into `list`, its nodes under the keys ka and kb.
+    auto add_pair = [&](std::string& list, const char* ka, const char* kb, const PairResult& p) {
+        list += std::string(list.empty() ? "" : ",") + "{\"" + ka +
+                "\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") + ",\"" + kb +
+                "\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
+                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    };
+    std::string pairs, retests, controls;
+    for (const PairResult& p : r.pairs) add_pair(pairs, "a", "b", p);
     // The retests a verdict may rest on: a = the suspect, b = its partner;
     // and the control pairs timed among them (a is no suspect).
-    std::string retests, controls;
     if (!r.retests.empty()) {
         const RetestPlan plan = plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw);
         for (const PairResult& p : r.retests) {
-            const bool control = is_control(plan, p);
-            std::string& list = control ? controls : retests;
-            list += std::string(list.empty() ? "" : ",") + "{\"" + (control ? "a" : "suspect") +
-                    "\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") + ",\"" +
-                    (control ? "b" : "partner") + "\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
-                    ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+            if (is_control(plan, p)) add_pair(controls, "a", "b", p);
+            else add_pair(retests, "suspect", "partner", p);
         }
     }
-    out += "],\"retests\":[" + retests + "],\"retest_controls\":[" + controls;
+    out += pairs + "],\"retests\":[" + retests + "],\"retest_controls\":[" + controls;
     auto gpu_list = [&](const std::vector<GpuPairResult>& v) {
         std::string list;
         for (std::size_t i = 0; i < v.size(); ++i)

@@ -67,6 +67,20 @@ std::vector<uint32_t> slow_only_with(uint32_t s, const std::vector<PairResult>& 
     return {with.begin(), with.end()};
 }
 
+// "a control n0 - n1: 0.5 GB/s timed beside them", or "controls ..." for
+// several readings.
+std::string controls_text(const std::vector<std::string>& seen) {
+    if (seen.empty()) return "";
+    return (seen.size() > 1 ? "controls " : "a control ") + and_list(seen) + " timed beside them";
+}
+
+// A round of controls alone goes between the retests (after the first),
+// where it sees the same moment as they do.
+template <typename Pair>
+void insert_control_round(std::vector<std::vector<Pair>>& rounds, std::vector<Pair> round) {
+    rounds.insert(rounds.begin() + (rounds.size() > 1 ? 1 : 0), std::move(round));
+}
+
 }  // namespace
 
 bool is_control(const RetestPlan& plan, const PairResult& retest) {
@@ -125,8 +139,9 @@ RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, s
         std::vector<std::pair<uint32_t, uint32_t>> round;
         std::set<uint32_t> busy;
         for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
-            round.push_back({plan.suspects[i], fast[(i + r) % fast.size()]});
-            busy.insert(fast[(i + r) % fast.size()]);
+            const uint32_t partner = fast[(i + r) % fast.size()];
+            round.push_back({plan.suspects[i], partner});
+            busy.insert(partner);
         }
         // The round's controls: pairs of the fastest partners it leaves free.
         std::vector<uint32_t> free;
@@ -140,8 +155,7 @@ RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, s
     }
     // Too few nodes for a control beside the retests (three nodes: one
     // suspect, two partners): a round of its own between them.
-    if (!controlled && fast.size() >= 2)
-        plan.rounds.insert(plan.rounds.begin() + (plan.rounds.size() > 1 ? 1 : 0), {{fast[0], fast[1]}});
+    if (!controlled && fast.size() >= 2) insert_control_round(plan.rounds, {{fast[0], fast[1]}});
     return plan;
 }
 
@@ -161,13 +175,9 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
         }
     // Their best: a slowdown of every node slows them all, one unlucky
     // control is noise.
-    const double during = ctl.empty() ? 0 : *std::max_element(ctl.begin(), ctl.end());
-    const bool ctl_low = !ctl.empty() && during < first;
-    const double ref = ctl_low ? during : first;
+    const double ref = ctl.empty() ? first : std::min(first, *std::max_element(ctl.begin(), ctl.end()));
     const double threshold = floor ? *floor : 0.5 * ref;
-    const std::string controls = ctl.empty() ? std::string()
-                                             : (ctl.size() > 1 ? "controls " : "a control ") + and_list(ctl_seen) +
-                                                   " timed beside them";
+    const std::string controls = controls_text(ctl_seen);
     const std::string against = floor ? "--min-busbw " + num(*floor) + " GB/s"
                                 : "a median of " + gbps(first) + " GB/s" + (ctl.empty() ? "" : " (" + controls + ")");
     std::vector<RetestVerdict> out;
@@ -263,16 +273,8 @@ bool retest_of(const SlowGpu& s, const GpuPairResult& t) {
 // (fastest first; never a suspect link). A node left without one (three
 // GPUs: the suspect and its two partners) gets a round of its own after
 // the first.
-void add_gpu_controls(GpuRetestPlan& plan, const std::map<Gpu, double>& best, const std::set<Gpu>& suspect_gpus,
+void add_gpu_controls(GpuRetestPlan& plan, std::map<uint32_t, std::vector<std::string>>& clean,
                       std::vector<std::set<Gpu>>& busy) {
-    std::map<uint32_t, std::vector<std::string>> clean;  // node -> GPUs, fastest first
-    {
-        std::vector<std::pair<double, Gpu>> order;
-        for (const auto& [g, b] : best)
-            if (!suspect_gpus.count(g)) order.push_back({-b, g});
-        std::sort(order.begin(), order.end());
-        for (const auto& [b, g] : order) clean[g.first].push_back(g.second);
-    }
     auto suspect_link = [&](uint32_t node, const std::string& a, const std::string& b) {
         for (const auto& s : plan.suspects)
             if (s.node == node && is_link(s) && std::set<std::string>{s.gpu, s.other} == std::set<std::string>{a, b})
@@ -306,7 +308,7 @@ void add_gpu_controls(GpuRetestPlan& plan, const std::map<Gpu, double>& best, co
     for (uint32_t node : nodes)
         if (!controlled.count(node))
             if (auto c = control(node, {})) own.push_back(*c);
-    if (!own.empty()) plan.rounds.insert(plan.rounds.begin() + (plan.rounds.size() > 1 ? 1 : 0), own);
+    if (!own.empty()) insert_control_round(plan.rounds, own);
 }
 
 }  // namespace
@@ -319,8 +321,8 @@ GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
     std::set<Gpu> suspect_gpus;
     for (const auto& s : plan.suspects)
         if (!is_link(s)) suspect_gpus.insert({s.node, s.gpu});
-    // Each GPU's best error-free pair; partners are a node's other GPUs,
-    // fastest first (at or above the median of all pairs proven fast).
+    // Each GPU's best error-free pair; a node's GPUs that no suspect is,
+    // fastest first, are its partners and its controls.
     std::map<Gpu, double> best;
     for (const auto& p : pairs) {
         if (!p.error.empty()) continue;
@@ -329,6 +331,14 @@ GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
             if (!fresh) it->second = std::max(it->second, p.busbw_gbps);
         }
     }
+    std::map<uint32_t, std::vector<std::string>> clean;
+    {
+        std::vector<std::pair<double, Gpu>> order;
+        for (const auto& [g, b] : best)
+            if (!suspect_gpus.count(g)) order.push_back({-b, g});
+        std::sort(order.begin(), order.end());
+        for (const auto& [b, g] : order) clean[g.first].push_back(g.second);
+    }
     std::vector<GpuPairResult> wanted;
     for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
         const SlowGpu& s = plan.suspects[i];
@@ -336,13 +346,10 @@ GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
             for (std::size_t k = 0; k < kRetestsPerSuspect; ++k) wanted.push_back({s.node, s.gpu, s.other, 0, ""});
             continue;
         }
-        std::vector<std::pair<double, std::string>> partners;
-        for (const auto& [g, b] : best)
-            if (g.first == s.node && g.second != s.gpu && !suspect_gpus.count(g)) partners.push_back({-b, g.second});
-        std::sort(partners.begin(), partners.end());
+        const std::vector<std::string>& partners = clean[s.node];
         if (partners.empty()) plan.unconfirmable.push_back(i);
         for (std::size_t k = 0; k < std::min(kRetestsPerSuspect, partners.size()); ++k)
-            wanted.push_back({s.node, s.gpu, partners[k].second, 0, ""});
+            wanted.push_back({s.node, s.gpu, partners[k], 0, ""});
     }
     // Into rounds: each pair in the first round where neither GPU is busy.
     std::vector<std::set<Gpu>> busy;
@@ -357,7 +364,7 @@ GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs) {
         busy[r].insert({w.node, w.gpu_b});
         plan.rounds[r].push_back(w);
     }
-    add_gpu_controls(plan, best, suspect_gpus, busy);
+    add_gpu_controls(plan, clean, busy);
     return plan;
 }
 
@@ -387,10 +394,7 @@ std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const st
         const auto c = ctl_best.find(s.node);
         const double ref = c != ctl_best.end() ? std::min(first, c->second) : first;
         const double threshold = 0.5 * ref;
-        const std::string controls =
-            c == ctl_best.end() ? std::string()
-                                : (ctl_seen[s.node].size() > 1 ? "controls " : "a control ") +
-                                      and_list(ctl_seen[s.node]) + " timed beside them";
+        const std::string controls = controls_text(ctl_seen[s.node]);
         if (std::find(plan.unconfirmable.begin(), plan.unconfirmable.end(), i) != plan.unconfirmable.end()) {
             v.named = true;
             v.text = s.text + " (not retested: every other GPU of " + host_of(hosts, s.node) + " looks slow too)";
