@@ -79,7 +79,8 @@ struct spank_option kOptions[] = {
      2, kMode, on_option},
     {const_cast<char*>("mn-nccl-launch"), const_cast<char*>("task|node"),
      const_cast<char*>("task: one task per GPU (RANK etc. set); node: one launcher such as torchrun per node "
-                       "(PET_* set). Default: node when every node runs one task."),
+                       "(PET_* set). Default: node when every node runs one task, with RANK etc. too unless the "
+                       "command is torchrun, accelerate or deepspeed."),
      1, kLaunch, on_option},
     {const_cast<char*>("mn-nccl-explain"), nullptr,
      const_cast<char*>("Each node prints one line with the values mn_nccl chose and why."), 0, kExplain,

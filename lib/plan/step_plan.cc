@@ -82,8 +82,16 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
         // K tasks per node fit both modes, so the command decides.
         plan.launch = is_node_launcher(facts.argv) ? LaunchMode::Node : LaunchMode::Task;
         plan.why_launch = plan.launch == LaunchMode::Node ? "a launcher per emulated node" : "tasks per GPU";
+    } else if (plan.launch == LaunchMode::Task) {
+        plan.why_launch = "several tasks on a node";
+    } else if (is_node_launcher(facts.argv)) {
+        plan.why_launch = "one task on every node, and it is a per-node launcher";
     } else {
-        plan.why_launch = plan.launch == LaunchMode::Node ? "one task on every node" : "several tasks on a node";
+        plan.ranks_too = true;
+        const std::string cmd = facts.argv.empty() ? std::string("the command") : "'" + facts.argv[0] + "'";
+        plan.why_launch = "one task on every node; " + cmd +
+                          " is not a per-node launcher, so RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE are "
+                          "set too (a torchrun it starts gives its workers their own)";
     }
     const std::string emu = "--mn-emulate-nodes=" + std::to_string(k);
     if (k > 1) {
@@ -295,12 +303,13 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
     put("MASTER_PORT", port);
     put("NNODES", std::to_string(nnodes));
     put("NODE_RANK", std::to_string(node_rank));
-    if (plan.launch == LaunchMode::Task) {
+    if (plan.launch == LaunchMode::Task || plan.ranks_too) {
         put("RANK", std::to_string(task.global_id));
         put("LOCAL_RANK", std::to_string(task.local_id % (per_group ? per_group : 1)));
         put("WORLD_SIZE", std::to_string(f.total_tasks));
         put("LOCAL_WORLD_SIZE", std::to_string(per_group));
-    } else {
+    }
+    if (plan.launch == LaunchMode::Node) {
         // torchrun reads PET_<FLAG> for each of its flags.
         const std::string nproc = std::to_string(gpus == 0 ? 1 : gpus);
         put("GPUS_PER_NODE", nproc);
@@ -385,7 +394,8 @@ std::string gpu_place(const StepPlan& plan, const std::string& gpu) {
 std::string task_explain_line(const StepPlan& plan, const TaskFacts& task, const std::string& hostname) {
     if (!plan.gpus.from_slurm && task.gpu_list.empty()) return "";  // a step without GPUs: nothing to say
     std::string who = "mn_nccl: " + hostname + " task " + std::to_string(task.local_id) + " (";
-    who += plan.launch == LaunchMode::Task ? "RANK " + std::to_string(task.global_id) : std::string("launcher");
+    who += plan.launch == LaunchMode::Task || plan.ranks_too ? "RANK " + std::to_string(task.global_id)
+                                                              : std::string("launcher");
     who += "): ";
     auto g = task_gpus(plan, task);
     if (!g) return who + g.problem().text();

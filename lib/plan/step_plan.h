@@ -53,6 +53,11 @@ public:
 struct StepPlan {
     Mode mode = Mode::Off;
     LaunchMode launch = LaunchMode::Task;
+    // Node mode found by the count (one task on every node) for a command
+    // that is not a per-node launcher: a plain program needs RANK and
+    // WORLD_SIZE, and a torchrun that a wrapper starts gives its workers
+    // their own, so such a task gets both sets.
+    bool ranks_too = false;
     bool force = false;
     StepFacts facts;
     std::vector<uint32_t> tasks_per_node;

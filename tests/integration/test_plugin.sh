@@ -54,16 +54,41 @@ t_torch_task_mode() {
 }
 
 t_node_mode_env() {
-  local name="node mode: one task per node gets torchrun's PET_* and no RANK"
+  local name="node mode: one task per node gets torchrun's PET_*; a wrapper (bash -c) its ranks too, torchrun itself none"
   run srun -N3 --ntasks-per-node=1 --gres=gpu:2 --mn-nccl bash -c "$ENV_DUMP"
   [ $RC -eq 0 ] || { fail "$name" "srun rc=$RC"; return; }
   local job; job=$(distinct JOB)
-  [ "$(distinct RANK)" = "" ] && [ "$(distinct WORLD_SIZE)" = "" ] &&
+  [ "$(distinct RANK | paste -sd,)" = "0,1,2" ] && [ "$(distinct WORLD_SIZE)" = 3 ] &&
+    [ "$(distinct LOCAL_RANK)" = 0 ] && [ "$(distinct LOCAL_WORLD_SIZE)" = 1 ] &&
     [ "$(distinct PET_NNODES)" = 3 ] && [ "$(distinct PET_NPROC_PER_NODE)" = 2 ] &&
     [ "$(distinct GPUS_PER_NODE)" = 2 ] && [ "$(distinct NPROC_PER_NODE)" = 2 ] &&
     [ "$(distinct PET_NODE_RANK | paste -sd,)" = "0,1,2" ] &&
     [ "$(distinct PET_MASTER_ADDR)" = $MASTER ] && [ "$(distinct PET_MASTER_PORT)" = "$(distinct MASTER_PORT)" ] &&
     [ "$(distinct PET_RDZV_ID)" = "$job" ] || { fail "$name"; return; }
+  # torchrun named directly: node mode alone (its workers get their ranks from it).
+  mkdir -p "$OUT/bin"
+  printf '#!/bin/sh\n%s\n' "$ENV_DUMP" >"$OUT/bin/torchrun"
+  chmod +x "$OUT/bin/torchrun"
+  run srun -N3 --ntasks-per-node=1 --gres=gpu:2 --mn-nccl "$OUT/bin/torchrun" train.py
+  [ $RC -eq 0 ] && [ "$(distinct RANK)" = "" ] && [ "$(distinct WORLD_SIZE)" = "" ] &&
+    [ "$(distinct PET_NODE_RANK | paste -sd,)" = "0,1,2" ] || { fail "$name" "torchrun: rc=$RC RANK=$(distinct RANK)"; return; }
+  pass "$name"
+}
+
+t_one_task_per_node_plain_program() {
+  local name="one task per node: plain python (env://), a wrapper that starts torchrun, Lightning's Slurm reading, emulated nodes of one task: every rank right"
+  run srun -N3 --ntasks-per-node=1 --mn-nccl=auto --mn-nccl-explain $PY "$ALLREDUCE"
+  local plain=$RC ok_plain; ok_plain=$(count 'ALLREDUCE .*world=3 .*local_rank=0 .*ok=1')
+  local said; said=$(count "launch=node \(one task on every node; '$PY' is not a per-node launcher, so RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE are set too")
+  run srun -N3 --ntasks-per-node=1 --gres=gpu:2 --mn-nccl=auto bash -c "exec torchrun $ALLREDUCE"
+  local wrap=$RC ok_wrap; ok_wrap=$(count 'ALLREDUCE .*world=6 .*ok=1')
+  run srun -N3 --ntasks-per-node=1 --mn-nccl=auto $PY "$TOP/tests/integration/slurm_view.py" 1 3
+  local view=$RC ok_view; ok_view=$(count '^SLURMVIEW .* nodes=3 .* ok=1')
+  run srun -N1 -w node1 -n2 --mn-nccl=auto --mn-emulate-nodes=2 $PY "$ALLREDUCE"
+  local emu=$RC ok_emu; ok_emu=$(count 'ALLREDUCE .*world=2 .*local_rank=0 .*node_rank=[01] .*ok=1')
+  [ $plain -eq 0 ] && [ "$ok_plain" = 3 ] && [ "$said" = 3 ] && [ $wrap -eq 0 ] && [ "$ok_wrap" = 6 ] &&
+    [ $view -eq 0 ] && [ "$ok_view" = 3 ] && [ $emu -eq 0 ] && [ "$ok_emu" = 2 ] ||
+    { fail "$name" "plain rc=$plain ok=$ok_plain explained=$said; wrapper rc=$wrap ok=$ok_wrap; lightning view rc=$view ok=$ok_view; emulated rc=$emu ok=$ok_emu"; return; }
   pass "$name"
 }
 

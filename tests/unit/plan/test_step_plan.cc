@@ -160,7 +160,7 @@ static void cyclic_ranks_follow_slurm(void**) {
 static void node_mode_sets_torchrun_variables(void**) {
     UserChoice c;
     c.mode = Mode::Auto;
-    auto envs = run_step({1, 1, 1}, Dist::Block, c);
+    auto envs = run_step({1, 1, 1}, Dist::Block, c, {}, {"/usr/bin/torchrun", "train.py"});
     for (size_t i = 0; i < envs.size(); ++i) {
         const auto& e = envs[i];
         assert_int_equal(e.count("RANK"), 0);
@@ -175,6 +175,63 @@ static void node_mode_sets_torchrun_variables(void**) {
         assert_str(e.at("PET_MASTER_PORT"), e.at("MASTER_PORT"));
         assert_str(e.at("PET_RDZV_ID"), "4242.1");
     }
+}
+
+// Node 0's facts for a block layout of nnodes x per_node tasks.
+static StepFacts node0_facts(uint32_t nnodes, uint32_t per_node) {
+    StepFacts f;
+    f.nnodes = nnodes;
+    f.local_tasks = per_node;
+    f.total_tasks = nnodes * per_node;
+    f.nodelist = nnodes == 1 ? "node0" : "node[0-" + std::to_string(nnodes - 1) + "]";
+    f.tasks_per_node = std::to_string(per_node) + "(x" + std::to_string(nnodes) + ")";
+    return f;
+}
+
+// One task per node running a plain program (or a wrapper that may start
+// torchrun): the ranks for the program and PET_* for a launcher it starts.
+static void one_task_per_node_plain_program_gets_ranks_too(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    const std::vector<std::vector<std::string>> commands = {
+        {"python3", "train.py"}, {"./train"}, {"bash", "-c", "exec torchrun train.py"}, {"python3", "-u", "x.py"}};
+    for (const auto& argv : commands) {
+        auto envs = run_step({1, 1, 1}, Dist::Block, c, {}, argv);
+        for (size_t i = 0; i < envs.size(); ++i) {
+            const auto& e = envs[i];
+            assert_str(e.at("RANK"), std::to_string(i));
+            assert_str(e.at("LOCAL_RANK"), "0");
+            assert_str(e.at("WORLD_SIZE"), "3");
+            assert_str(e.at("LOCAL_WORLD_SIZE"), "1");
+            assert_str(e.at("NODE_RANK"), std::to_string(i));
+            assert_str(e.at("NNODES"), "3");
+            assert_str(e.at("PET_NNODES"), "3");
+            assert_str(e.at("PET_NODE_RANK"), std::to_string(i));
+            assert_str(e.at("PET_MASTER_PORT"), e.at("MASTER_PORT"));
+        }
+    }
+    // Launchers named directly keep node mode alone; so does the option.
+    for (const auto& argv : std::vector<std::vector<std::string>>{
+             {"torchrun", "train.py"}, {"python3", "-m", "torch.distributed.run", "t.py"}}) {
+        auto envs = run_step({1, 1}, Dist::Block, c, {}, argv);
+        assert_int_equal(envs[1].count("RANK"), 0);
+        assert_str(envs[1].at("PET_NODE_RANK"), "1");
+    }
+    c.launch = LaunchMode::Node;
+    auto forced = run_step({1, 1}, Dist::Block, c, {}, {"python3", "train.py"});
+    assert_int_equal(forced[1].count("RANK"), 0);
+
+    c.launch = LaunchMode::Detect;
+    StepFacts f = node0_facts(2, 1);
+    f.argv = {"python3", "train.py"};
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 2));
+    assert_true(plan.ok());
+    const std::string line = explain_line(*plan, "node0");
+    assert_contains(line, "launch=node (one task on every node; 'python3' is not a per-node launcher, so RANK");
+    f.argv = {"torchrun", "train.py"};
+    plan = plan_step(f, c, SiteConfig{}, [](const std::string&) { return std::nullopt; }, node_view(0, 2));
+    assert_true(plan.ok());
+    assert_contains(explain_line(*plan, "node0"), "launch=node (one task on every node, and it is a per-node launcher)");
 }
 
 static void node_mode_without_gpus_runs_one_process(void**) {
@@ -194,17 +251,6 @@ static void forced_task_mode_with_one_task_per_node(void**) {
     auto envs = run_step({1, 1}, Dist::Block, c);
     assert_str(envs[1].at("RANK"), "1");
     assert_int_equal(envs[1].count("PET_NNODES"), 0);
-}
-
-// Node 0's facts for a block layout of nnodes x per_node tasks.
-static StepFacts node0_facts(uint32_t nnodes, uint32_t per_node) {
-    StepFacts f;
-    f.nnodes = nnodes;
-    f.local_tasks = per_node;
-    f.total_tasks = nnodes * per_node;
-    f.nodelist = nnodes == 1 ? "node0" : "node[0-" + std::to_string(nnodes - 1) + "]";
-    f.tasks_per_node = std::to_string(per_node) + "(x" + std::to_string(nnodes) + ")";
-    return f;
 }
 
 static void forced_node_mode_with_many_tasks_is_refused(void**) {
@@ -416,6 +462,7 @@ int main() {
         cmocka_unit_test(single_node_many_tasks),
         cmocka_unit_test(cyclic_ranks_follow_slurm),
         cmocka_unit_test(node_mode_sets_torchrun_variables),
+        cmocka_unit_test(one_task_per_node_plain_program_gets_ranks_too),
         cmocka_unit_test(node_mode_without_gpus_runs_one_process),
         cmocka_unit_test(forced_task_mode_with_one_task_per_node),
         cmocka_unit_test(forced_node_mode_with_many_tasks_is_refused),
