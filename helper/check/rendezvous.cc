@@ -151,7 +151,10 @@ Outcome<Self> read_self() {
     if (p == 0 || p > 65535) return Problem{"mn-preflight: " + host + ": MASTER_PORT='" + *port + "' is not a port", under};
     s.port = static_cast<uint16_t>(p);
     s.secret = *secret;
-    s.task_mode = !env_or("LOCAL_WORLD_SIZE").empty();
+    // Node mode sets PET_*; with one task per node it sets RANK and
+    // LOCAL_WORLD_SIZE too (for a plain program), and this rank still
+    // checks every GPU of its node, as the launcher's workers would use them.
+    s.task_mode = !env_or("LOCAL_WORLD_SIZE").empty() && env_or("PET_NPROC_PER_NODE").empty();
     // SLURM_NTASKS_PER_NODE may read "8" or "8(x4)": its leading number.
     s.local_world = static_cast<uint32_t>(
         std::max(1ul, std::strtoul(env_or("LOCAL_WORLD_SIZE", env_or("SLURM_NTASKS_PER_NODE", "1")).c_str(), nullptr, 10)));

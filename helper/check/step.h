@@ -50,7 +50,7 @@ struct Self {
     std::string master;
     uint16_t port = 0;
     std::string secret;
-    bool task_mode = true;  // LOCAL_WORLD_SIZE set: one GPU per task
+    bool task_mode = true;  // LOCAL_WORLD_SIZE set and no PET_*: one GPU per task
     uint32_t local_rank = 0;
     uint32_t local_world = 1;  // this node's tasks (LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE's)
 };
