@@ -50,7 +50,10 @@ int follow(Step& st) {
 
 int lead(Step& st) {
     Lead l;
-    if (gather(st, l) && lead_readiness(st, l) && lead_collective(st, l)) lead_pairs(st, l);
+    if (gather(st, l) && lead_readiness(st, l) && lead_collective(st, l)) {
+        lead_pairs(st, l);
+        l.finished = true;
+    }
     const int code = verdict(st, l);
     gpu::release_held();
     return code;

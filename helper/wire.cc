@@ -1,5 +1,6 @@
 #include "helper/wire.h"
 
+#include "lib/util/crypto.h"
 #include "lib/util/text.h"
 
 #include <arpa/inet.h>
@@ -233,29 +234,79 @@ Fields decode(const std::string& text) {
     return f;
 }
 
-bool send_msg(int fd, const Fields& f, const Deadline& d) {
-    const std::string body = encode(f);
-    unsigned char len[4] = {static_cast<unsigned char>(body.size() >> 24), static_cast<unsigned char>(body.size() >> 16),
-                            static_cast<unsigned char>(body.size() >> 8), static_cast<unsigned char>(body.size())};
-    g_msgs_out += 1;
-    g_bytes_out += 4 + body.size();
-    return send_all(fd, len, 4, d) && send_all(fd, body.data(), body.size(), d);
+std::string Seal::mac(char dir, uint64_t seq, const std::string& body) const {
+    std::string m(1, dir);
+    for (int i = 7; i >= 0; --i) m.push_back(static_cast<char>(seq >> (8 * i)));
+    m += body;
+    const Mac h = hmac_sha256(key_, m);
+    return std::string(reinterpret_cast<const char*>(h.data()), h.size());
 }
 
-std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err) {
-    unsigned char len[4];
-    if (!exchange(fd, nullptr, 0, fd, len, 4, d, err)) return std::nullopt;
-    const uint32_t n = uint32_t(len[0]) << 24 | uint32_t(len[1]) << 16 | uint32_t(len[2]) << 8 | len[3];
+std::string Seal::close(const std::string& body) { return mac(out_, sent_++, body); }
+
+bool Seal::open(const std::string& body, const std::string& m) {
+    if (!same_bytes(m, mac(in_, received_, body))) return false;
+    ++received_;
+    return true;
+}
+
+namespace {
+
+std::string length_prefix(std::size_t n) {
+    return {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
+}
+
+uint32_t length_of(const std::string& buf) {
+    const auto* b = reinterpret_cast<const unsigned char*>(buf.data());
+    return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
+}
+
+}  // namespace
+
+bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal) {
+    std::string body = encode(f);
+    if (seal) body += seal->close(body);
+    const std::string frame = length_prefix(body.size()) + body;
+    g_msgs_out += 1;
+    g_bytes_out += frame.size();
+    return send_all(fd, frame.data(), frame.size(), d);
+}
+
+Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used) {
+    if (used) *used = 0;
+    if (buf.size() < 4) return std::optional<Fields>{};
+    const uint32_t n = length_of(buf);
+    const std::size_t mac = seal ? Seal::kMacBytes : 0;
     // A stray client (an HTTP probe, a port scan) must not make us allocate.
-    if (n > (1u << 20)) {
-        if (err) *err = "a message of " + std::to_string(n) + " bytes is not mn-preflight's";
-        return std::nullopt;
-    }
-    std::string body(n, '\0');
-    if (!exchange(fd, nullptr, 0, fd, body.data(), n, d, err)) return std::nullopt;
+    if (n > limit + mac) return Problem{"a message of " + std::to_string(n) + " bytes is not mn-preflight's", ""};
+    if (n < mac) return Problem{"a message of " + std::to_string(n) + " bytes is too short for its seal", ""};
+    if (buf.size() < 4 + std::size_t(n)) return std::optional<Fields>{};
+    const std::string body = buf.substr(4, n - mac);
+    if (seal && !seal->open(body, buf.substr(4 + n - mac, mac)))
+        return Problem{"a message that does not carry this connection's seal (not from the rank that proved the "
+                       "step secret, replayed or out of order)",
+                       ""};
+    if (used) *used = 4 + n;
     g_msgs_in += 1;
     g_bytes_in += 4 + n;
-    return decode(body);
+    return std::optional<Fields>(decode(body));
+}
+
+std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal, std::size_t limit) {
+    std::string buf(4, '\0');
+    if (!exchange(fd, nullptr, 0, fd, buf.data(), 4, d, err)) return std::nullopt;
+    const uint32_t n = length_of(buf);
+    const std::size_t mac = seal ? Seal::kMacBytes : 0;
+    if (n <= limit + mac && n >= mac) {
+        buf.resize(4 + std::size_t(n));
+        if (!exchange(fd, nullptr, 0, fd, buf.data() + 4, n, d, err)) return std::nullopt;
+    }
+    auto f = take_frame(buf, limit, seal, nullptr);
+    if (!f) {
+        if (err) *err = f.problem().what;
+        return std::nullopt;
+    }
+    return std::move(*f.value());
 }
 
 namespace {
@@ -281,11 +332,11 @@ Mux::~Mux() {
     if (ep_ >= 0) ::close(ep_);
 }
 
-void Mux::add(std::size_t key, int fd) {
+void Mux::add(std::size_t key, int fd, Seal* seal) {
     // A key given a new socket (a rank reconnecting) stops hearing its old one.
     if (auto it = src_.find(key); it != src_.end() && !it->second.closed)
         epoll_ctl(ep_, EPOLL_CTL_DEL, it->second.fd, nullptr);
-    src_[key] = Source{fd, "", false};
+    src_[key] = Source{fd, "", false, seal};
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = key;
@@ -299,18 +350,15 @@ void Mux::wake() {
 }
 
 std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {
-    if (s.buf.size() < 4) return std::nullopt;
-    const auto* b = reinterpret_cast<const unsigned char*>(s.buf.data());
-    const uint32_t n = uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
-    if (n > (1u << 20)) {
+    std::size_t used = 0;
+    auto f = take_frame(s.buf, kMaxMessage, s.seal, &used);
+    if (!f) {
         s.closed = true;
-        return Event{key, std::nullopt, "a message of " + std::to_string(n) + " bytes is not mn-preflight's"};
+        return Event{key, std::nullopt, f.problem().what};
     }
-    if (s.buf.size() < 4 + n) return std::nullopt;
-    Event e{key, decode(s.buf.substr(4, n)), ""};
-    s.buf.erase(0, 4 + n);
-    g_msgs_in += 1;
-    g_bytes_in += 4 + n;
+    if (!f.value()) return std::nullopt;
+    Event e{key, std::move(*f.value()), ""};
+    s.buf.erase(0, used);
     return e;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <poll.h>
@@ -73,11 +74,44 @@ bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, vo
 // backslash and a newline in it travel as "\\" and "\n", so every value
 // comes back exactly. helper/check/messages.h gives each message its type.
 using Fields = std::map<std::string, std::string>;
-bool send_msg(int fd, const Fields& f, const Deadline& d);
-std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err);
+
+// A connection's seal, from its handshake (helper/check/doorway.h): every
+// message on it ends with HMAC-SHA-256(key, direction, sequence number,
+// body), so a message is valid on this connection only, in this direction,
+// once and in order; a replayed, reordered or forged one is refused.
+// Sending and receiving may be on two threads (each counter has one user).
+class Seal {
+public:
+    static constexpr std::size_t kMacBytes = 32;
+    // `out` and `in`: this end's direction letters ('a' the acceptor's
+    // messages, 'c' the connector's).
+    Seal(std::string key, char out, char in) : key_(std::move(key)), out_(out), in_(in) {}
+    std::string close(const std::string& body);                     // the MAC to send after body
+    bool open(const std::string& body, const std::string& mac);     // whether mac is the next one in
+private:
+    std::string mac(char dir, uint64_t seq, const std::string& body) const;
+    std::string key_;
+    char out_, in_;
+    uint64_t sent_ = 0, received_ = 0;
+};
+
+// The largest message mn-preflight sends (a roster or a report with many
+// problems stays far below); a stranger's length above it is refused
+// before anything is allocated.
+constexpr std::size_t kMaxMessage = 1u << 20;
+
+// With a seal, the frame is length, body, MAC (the length counts both).
+bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal = nullptr);
+std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal = nullptr,
+                               std::size_t limit = kMaxMessage);
 std::string encode(const Fields& f);
 // Lines without '=' are skipped; an unknown escape is kept as it stands.
 Fields decode(const std::string& text);
+// One whole frame at the front of buf (its body, MAC removed and checked
+// when sealed): none while more bytes are needed; a problem when the
+// length is above `limit` or the seal does not open. `used` gets the
+// frame's size.
+Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used);
 
 // Messages from many sockets at once, in the order they come: rank 0
 // hears whichever rank speaks first, so one rank's failure is not queued
@@ -89,7 +123,9 @@ public:
     ~Mux();
     Mux(const Mux&) = delete;
     Mux& operator=(const Mux&) = delete;
-    void add(std::size_t key, int fd);
+    // With a seal, every message must open under it; one that does not
+    // ends the source (its event says so).
+    void add(std::size_t key, int fd, Seal* seal = nullptr);
     struct Event {
         std::size_t key = 0;
         std::optional<Fields> msg;  // none: the socket closed or broke (error says how), once
@@ -107,6 +143,7 @@ private:
         int fd = -1;
         std::string buf;
         bool closed = false;
+        Seal* seal = nullptr;
     };
     std::map<std::size_t, Source> src_;
     // Whole messages (and ends) already read, in order: each wait reads

@@ -10,7 +10,8 @@ pkgs=(
   libhwloc-dev libibverbs-dev libcmocka-dev
   iproute2 util-linux procps
   python3-torch
-  debhelper dpkg-dev fakeroot libssl-dev  # the .deb; fuzz_handshake's corpus (OpenSSL)
+  libssl-dev  # mn-preflight's handshake (OpenSSL's libcrypto)
+  debhelper dpkg-dev fakeroot  # the .deb
 )
 # The RPM, the libFuzzer build and promtool (tests/integration/test_fleet.sh
 # checks the metrics files with it) run on the host only (scripts/test.sh);

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "lib/util/sha256.h"
+#include "lib/util/text.h"
 
 #include "spank/plugin_state.h"
 

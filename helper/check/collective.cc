@@ -8,12 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <set>
 #include <thread>
 #include <unistd.h>
 
 #include "helper/check/step.h"
-#include "lib/util/sha256.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -163,50 +163,48 @@ Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_
     return t;
 }
 
-// Data connections carry a proof of the step secret, so a stray connection
-// to a data port is refused like one to MASTER_PORT.
-Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
-                         const std::string& secret, const Deadline& d) {
-    auto fd = wire::connect_tcp(addr, port, d);
-    if (!fd) return fd.problem();
-    const msg::DataGreeting g{purpose, rank, hmac_hex(secret, "data:" + purpose + ":" + std::to_string(rank))};
-    if (!msg::send(fd->get(), g, d)) return Problem{"could not greet " + addr + ":" + std::to_string(port), ""};
-    return fd;
+Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, const Self& self,
+                         const Deadline& d) {
+    auto c = knock(addr, port, "data:" + purpose, self.rank, std::nullopt, std::nullopt, self.secret, d);
+    if (!c) return c.problem();
+    return std::move(c.value().fd);
 }
 
 Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                         const std::string& secret, const Deadline& d) {
+                                         const Self& self, const Deadline& d) {
     std::vector<Fd> got(want.size());
     std::size_t have = 0;
+    Doorway door(listen_fd, self.secret, self.rank, false);
+    auto slot = [&](const std::string& purpose, uint32_t rank) {
+        for (std::size_t k = 0; k < want.size(); ++k)
+            if ("data:" + want[k].first == purpose && want[k].second == rank && !got[k]) return k;
+        return want.size();
+    };
     while (have < want.size() && !d.passed()) {
-        std::string peer;
-        auto fd = wire::accept_one(listen_fd, d, &peer);
-        if (!fd) break;
-        std::string err;
-        auto f = wire::recv_msg(fd->get(), Deadline::in(std::min(2.0, std::max(0.1, d.left()))), &err);
-        if (!f) continue;
-        auto g = msg::decode_data_greeting(*f);
-        std::size_t i = want.size();
-        if (g && g->proof == hmac_hex(secret, "data:" + g->purpose + ":" + std::to_string(g->rank)))
-            for (std::size_t k = 0; k < want.size(); ++k)
-                if (want[k].first == g->purpose && want[k].second == g->rank && !got[k]) i = k;
-        if (i == want.size()) {
-            std::fprintf(stderr, "mn-preflight: %s: refused a data connection from %s (%s)\n", host_name().c_str(),
-                         peer.c_str(), g ? "not one this rank waits for, or no valid step secret" : g.problem().text().c_str());
-            continue;
+        for (Guest& g : door.turn(std::min(0.1, std::max(0.0, d.left())), [&](const std::string& p, uint32_t r) {
+                 return slot(p, r) < want.size();
+             })) {
+            got[slot(g.purpose, g.rank)] = std::move(g.fd);
+            ++have;
         }
-        got[i] = std::move(fd.value());
-        ++have;
     }
+    const std::string who = self.label + " rank " + std::to_string(self.rank);
+    if (const std::string s = door.strangers().summary(); !s.empty())
+        std::fprintf(stderr, "mn-preflight: %s: strangers at its data port: %s\n", who.c_str(), s.c_str());
+    for (const auto& u : door.unwanted())
+        std::fprintf(stderr, "mn-preflight: %s: refused a data connection: %s\n", who.c_str(), u.c_str());
     for (std::size_t k = 0; k < want.size(); ++k)
         if (!got[k])
-            return Problem{"rank " + std::to_string(want[k].second) + " did not connect for " + want[k].first, ""};
+            return Problem{"rank " + std::to_string(want[k].second) + " did not connect for " + want[k].first +
+                               (door.strangers().total ? " (" + std::to_string(door.strangers().total) +
+                                                             " connections from strangers came instead)"
+                                                       : ""),
+                           ""};
     return got;
 }
 
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
-                        const Deadline& d) {
-    auto got = data_accept_all(listen_fd, {{purpose, from}}, secret, d);
+Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d) {
+    auto got = data_accept_all(listen_fd, {{purpose, from}}, self, d);
     if (!got) return got.problem();
     return std::move(got.value().front());
 }
@@ -233,7 +231,10 @@ msg::Result gpu_share(const msg::Plan& p, const Step& st) {
     job.hold = true;  // for the retests (pairs.cc); released at rank 0's word
     job.pair_pause = stalls_pairs(st.self.rank, false) ? kStall : 0;
     auto r = gpu::run_allreduce(job);
-    std::remove(job.log_path.c_str());
+    if (!job.log_path.empty()) {
+        std::remove(job.log_path.c_str());
+        rmdir(job.log_path.substr(0, job.log_path.rfind('/')).c_str());
+    }
     msg::Result out;
     out.ran = r.ran;
     out.correct = r.correct;
@@ -260,7 +261,7 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
     std::vector<Fd> group;
     Links links;
     if (!leads) {
-        auto c = data_connect(p.next_addr, p.next_port, "node", rank, st.self.secret, st.work_end);
+        auto c = data_connect(p.next_addr, p.next_port, "node", st.self, st.work_end);
         if (!c) {
             out.error = "cannot reach its node's leader, rank " + std::to_string(p.leader) + ": " + c.problem().text();
             return out;
@@ -269,18 +270,26 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         links.leader = up.get();
         links.leader_rank = p.leader;
     } else {
-        if (p.ring_size > 1) {
-            auto c = data_connect(p.next_addr, p.next_port, "ring", rank, st.self.secret, st.work_end);
+        // Connecting waits for the next leader's challenge, which it sends
+        // while accepting its own: every leader does both at once, or the
+        // ring would wait on itself.
+        std::future<Outcome<Fd>> onward;
+        if (p.ring_size > 1)
+            onward = std::async(std::launch::async, [&] {
+                return data_connect(p.next_addr, p.next_port, "ring", st.self, st.work_end);
+            });
+        std::vector<std::pair<std::string, uint32_t>> want;
+        for (uint32_t m : p.members) want.push_back({"node", m});
+        if (p.ring_size > 1) want.push_back({"ring", p.prev});
+        auto g = data_accept_all(st.data_listen.get(), want, st.self, st.work_end);
+        if (onward.valid()) {
+            auto c = onward.get();
             if (!c) {
                 out.error = "cannot reach the next node's leader: " + c.problem().text();
                 return out;
             }
             next = std::move(c.value());
         }
-        std::vector<std::pair<std::string, uint32_t>> want;
-        for (uint32_t m : p.members) want.push_back({"node", m});
-        if (p.ring_size > 1) want.push_back({"ring", p.prev});
-        auto g = data_accept_all(st.data_listen.get(), want, st.self.secret, st.work_end);
         if (!g) {
             out.error = g.problem().text();
             return out;

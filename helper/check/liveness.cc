@@ -138,7 +138,7 @@ void hub_loop(std::shared_ptr<Hub::State> s, Self self, bool json) {
             for (auto& [r, line] : s->arrived) {
                 w.lines[r] = line;
                 w.heard[r] = now_s();
-                s->mux.add(r, line->fd());
+                s->mux.add(r, line->fd(), line->seal());
             }
             s->arrived.clear();
             stage = s->stage;
@@ -269,7 +269,7 @@ void inbox_loop(std::shared_ptr<Inbox::State> s, Line* ctl, Standin me) {
     Rank0 r0;
     Pulse pulse;
     double next_beat = 0;
-    s->mux.add(0, ctl->fd());
+    s->mux.add(0, ctl->fd(), ctl->seal());
     while (true) {
         {
             std::lock_guard<std::mutex> g(s->mu);

@@ -265,8 +265,7 @@ void put_hello(Writer& w, const Hello& m) {
         .real("rate", m.sig.rate_gbps)
         .whole("mtu", m.sig.mtu)
         .text("ifname", m.ifname)
-        .texts("problems", m.problems)
-        .text("proof", m.proof);
+        .texts("problems", m.problems);
 }
 
 const char* kind_word(Result::Kind k) {
@@ -277,7 +276,15 @@ const char* kind_word(Result::Kind k) {
 
 // ---- encoders ----------------------------------------------------------------
 
-Fields encode(const Challenge& m) { return Writer("challenge").text("nonce", m.nonce).done(); }
+Fields encode(const Challenge& m) { return Writer("challenge").whole("v", m.version).text("nonce", m.nonce).done(); }
+
+Fields encode(const Knock& m) {
+    return Writer("knock").whole("v", m.version).text("purpose", m.purpose).whole("rank", m.rank).text("nonce", m.nonce).done();
+}
+
+Fields encode(const Welcome& m) { return Writer("welcome").whole("rank", m.rank).done(); }
+
+Fields encode(const Refused& m) { return Writer("refused").text("reason", m.reason).done(); }
 
 Fields encode(const Hello& m) {
     Writer w("hello");
@@ -364,9 +371,6 @@ Fields encode(const GpuRetestReport& m) {
     return Writer("gpu_retest_report").rows("seconds", m.seconds).text("error", m.error).done();
 }
 
-Fields encode(const DataGreeting& m) {
-    return Writer("data").text("purpose", m.purpose).whole("rank", m.rank).text("proof", m.proof).done();
-}
 
 Fields encode(const FromLead& m) {
     return std::visit([](const auto& x) { return encode(x); }, m);
@@ -398,7 +402,6 @@ Fields encode(const TakeoverReport& m) {
     return Writer("takeover").within("hello", [&](Writer& w) { put_hello(w, m.hello); }).done();
 }
 
-Fields encode(const TakeoverAck& m) { return Writer("takeover_ack").whole("rank", m.rank).done(); }
 
 // ---- decoders ----------------------------------------------------------------
 
@@ -430,7 +433,6 @@ Hello get_hello(Reader& r) {
     m.sig.mtu = static_cast<unsigned>(r.whole("mtu", 0, kU32));
     m.ifname = r.text("ifname");
     m.problems = r.texts("problems");
-    m.proof = r.text("proof");
     return m;
 }
 
@@ -475,16 +477,34 @@ Outcome<TakeoverReport> decode_takeover_report(const Fields& f) {
     return r.result(TakeoverReport{r.within("hello", get_hello)});
 }
 
-Outcome<TakeoverAck> decode_takeover_ack(const Fields& f) {
-    Reader r(f, "takeover_ack");
-    return r.result(TakeoverAck{static_cast<uint32_t>(r.whole("rank", 0, kU32))});
-}
-
 Outcome<Challenge> decode_challenge(const Fields& f) {
     Reader r(f, "challenge");
     Challenge m;
+    m.version = static_cast<uint32_t>(r.whole("v", 0, kU32));
     m.nonce = r.text("nonce");
     return r.result(m);
+}
+
+Outcome<Knock> decode_knock(const Fields& f) {
+    Reader r(f, "knock");
+    Knock m;
+    m.version = static_cast<uint32_t>(r.whole("v", 0, kU32));
+    m.purpose = r.text("purpose");
+    m.rank = static_cast<uint32_t>(r.whole("rank", 0, kU32));
+    m.nonce = r.text("nonce");
+    return r.result(m);
+}
+
+Outcome<Refused> decode_refused(const Fields& f) {
+    Reader r(f, "refused");
+    Refused m;
+    m.reason = r.text("reason");
+    return r.result(m);
+}
+
+Outcome<Welcome> decode_welcome(const Fields& f) {
+    Reader r(f, "welcome");
+    return r.result(Welcome{static_cast<uint32_t>(r.whole("rank", 0, kU32))});
 }
 
 Outcome<Hello> decode_hello(const Fields& f) {
@@ -599,14 +619,6 @@ Outcome<GpuRetestReport> decode_gpu_retest_report(const Fields& f) {
     return r.result(m);
 }
 
-Outcome<DataGreeting> decode_data_greeting(const Fields& f) {
-    Reader r(f, "data");
-    DataGreeting m;
-    m.purpose = r.text("purpose");
-    m.rank = static_cast<uint32_t>(r.whole("rank", 0, kU32));
-    m.proof = r.text("proof");
-    return r.result(m);
-}
 
 namespace {
 

@@ -27,14 +27,49 @@ const char* stage_name(Stage s);
 
 // ---- rendezvous (the control connection to rank 0) ----------------------
 
-// Rank 0 -> a rank that connected: prove that you hold the step secret.
+// ---- the handshake of every connection (helper/check/doorway.h) ----------
+
+// Each build speaks one protocol; two that differ refuse each other with a
+// message that says so. 2: the handshake below (1 had one-way proofs).
+constexpr uint32_t kProtocol = 2;
+
+// The acceptor -> whoever connected: the protocol, and a fresh nonce.
 struct Challenge {
+    uint32_t version = kProtocol;
     std::string nonce;
-    auto tie() const { return std::tie(nonce); }
+    auto tie() const { return std::tie(version, nonce); }
 };
 
-// A rank -> rank 0: who it is and what it brings; proof is
-// HMAC(step secret, nonce ":" rank).
+// The connector -> the acceptor, sealed (its proof of the step secret):
+// what the connection is for ("control", "takeover", "data:ring", ...),
+// the connector's rank and its own fresh nonce.
+struct Knock {
+    uint32_t version = kProtocol;
+    std::string purpose;
+    uint32_t rank = 0;
+    std::string nonce;
+    auto tie() const { return std::tie(version, purpose, rank, nonce); }
+};
+
+// The acceptor -> the connector, sealed (the acceptor's proof): admitted,
+// by this rank.
+struct Welcome {
+    uint32_t rank = 0;
+    auto tie() const { return std::tie(rank); }
+};
+
+// The acceptor -> a connector it will not admit, plain (it may not know the
+// key), then the end: why, as a word of the program's own ("secret":
+// its knock does not prove the step secret; "unwanted": its rank came
+// already or is not one awaited; "protocol": another protocol). The
+// connector then gives up rather than knock again.
+struct Refused {
+    std::string reason;
+    auto tie() const { return std::tie(reason); }
+};
+
+// A rank -> rank 0 (the control connection's first message): who it is
+// and what it brings.
 struct Hello {
     uint32_t rank = 0;
     uint32_t node = 0;       // NODE_RANK (emulation-aware)
@@ -53,10 +88,9 @@ struct Hello {
     FabricSignature sig;
     std::string ifname;
     std::vector<std::string> problems;  // found at home (fabric discovery)
-    std::string proof;
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, standby_port, sig, ifname, problems, proof);
+                        data_port, standby_port, sig, ifname, problems);
     }
 };
 
@@ -206,27 +240,11 @@ struct Superseded {
 
 // ---- when rank 0 is lost: a rank -> the standby that takes over -----------
 
-// On the standby's port: who this rank is; hello.proof is HMAC(step
-// secret, "takeover:" rank).
+// On the standby's port, the connection's first message: who this rank
+// is. The standby's Welcome says it takes over; its Word follows.
 struct TakeoverReport {
     Hello hello;
     auto tie() const { return std::tie(hello); }
-};
-// The standby's answer: it gives the verdict (its Word follows).
-struct TakeoverAck {
-    uint32_t rank = 0;
-    auto tie() const { return std::tie(rank); }
-};
-
-// ---- data connections (ring, pair tests) -----------------------------------
-
-// The first words on a data connection; proof is HMAC(step secret,
-// "data:" purpose ":" rank).
-struct DataGreeting {
-    std::string purpose;
-    uint32_t rank = 0;
-    std::string proof;
-    auto tie() const { return std::tie(purpose, rank, proof); }
 };
 
 // What comes on the control connection after the hello.
@@ -234,6 +252,9 @@ using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, W
 using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport>;
 
 wire::Fields encode(const Challenge& m);
+wire::Fields encode(const Knock& m);
+wire::Fields encode(const Welcome& m);
+wire::Fields encode(const Refused& m);
 wire::Fields encode(const Hello& m);
 wire::Fields encode(const Prepare& m);
 wire::Fields encode(const Plan& m);
@@ -244,18 +265,19 @@ wire::Fields encode(const Result& m);
 wire::Fields encode(const PairReport& m);
 wire::Fields encode(const GpuRetest& m);
 wire::Fields encode(const GpuRetestReport& m);
-wire::Fields encode(const DataGreeting& m);
 wire::Fields encode(const Beat& m);
 wire::Fields encode(const Roster& m);
 wire::Fields encode(const Superseded& m);
 wire::Fields encode(const TakeoverReport& m);
-wire::Fields encode(const TakeoverAck& m);
 wire::Fields encode(const FromLead& m);
 wire::Fields encode(const FromRank& m);
 
 // Each message's decoder: the message, or what is wrong with it
 // ("plan: 'bytes'='12x' is not a whole number from 0 to ...").
 Outcome<Challenge> decode_challenge(const wire::Fields& f);
+Outcome<Knock> decode_knock(const wire::Fields& f);
+Outcome<Welcome> decode_welcome(const wire::Fields& f);
+Outcome<Refused> decode_refused(const wire::Fields& f);
 Outcome<Hello> decode_hello(const wire::Fields& f);
 Outcome<Prepare> decode_prepare(const wire::Fields& f);
 Outcome<Plan> decode_plan(const wire::Fields& f);
@@ -266,12 +288,10 @@ Outcome<Result> decode_result(const wire::Fields& f);
 Outcome<PairReport> decode_pair_report(const wire::Fields& f);
 Outcome<GpuRetest> decode_gpu_retest(const wire::Fields& f);
 Outcome<GpuRetestReport> decode_gpu_retest_report(const wire::Fields& f);
-Outcome<DataGreeting> decode_data_greeting(const wire::Fields& f);
 Outcome<Beat> decode_beat(const wire::Fields& f);
 Outcome<Roster> decode_roster(const wire::Fields& f);
 Outcome<Superseded> decode_superseded(const wire::Fields& f);
 Outcome<TakeoverReport> decode_takeover_report(const wire::Fields& f);
-Outcome<TakeoverAck> decode_takeover_ack(const wire::Fields& f);
 Outcome<FromLead> decode_from_lead(const wire::Fields& f);
 Outcome<FromRank> decode_from_rank(const wire::Fields& f);
 

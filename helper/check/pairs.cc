@@ -31,8 +31,8 @@ namespace {
 msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     set_phase("pair test " + q.tag);
     const Deadline pd = Deadline::in(std::min(st.work_end.left(), q.budget));
-    Outcome<Fd> fd = q.connect ? data_connect(q.peer_addr, q.peer_port, q.tag, st.self.rank, st.self.secret, pd)
-                               : data_accept(st.data_listen.get(), q.tag, q.peer, st.self.secret, pd);
+    Outcome<Fd> fd = q.connect ? data_connect(q.peer_addr, q.peer_port, q.tag, st.self, pd)
+                               : data_accept(st.data_listen.get(), q.tag, q.peer, st.self, pd);
     msg::PairReport r;
     r.tag = q.tag;
     if (!fd) {

@@ -14,7 +14,6 @@
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <random>
 #include <set>
 
 #include "helper/check/step.h"
@@ -22,7 +21,6 @@
 #include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/netprobe.h"
-#include "lib/util/sha256.h"
 #include "lib/plan/step_plan.h"
 #include "lib/util/text.h"
 #include "lib/fabric/verbs.h"
@@ -39,17 +37,6 @@ unsigned interface_mtu(const std::string& ifname) {
     unsigned mtu = ioctl(s, SIOCGIFMTU, &ifr) == 0 ? static_cast<unsigned>(ifr.ifr_mtu) : 0;
     ::close(s);
     return mtu;
-}
-
-std::string random_hex(std::size_t bytes) {
-    std::random_device rd;
-    std::string raw;
-    // Every bit of each draw: a draw may be a system call.
-    for (uint32_t v = 0; raw.size() < bytes; v >>= 8) {
-        if (raw.size() % 4 == 0) v = rd();
-        raw.push_back(static_cast<char>(v & 0xff));
-    }
-    return to_hex(reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
 }
 
 // The discovery a node contributes to the consistency check.
@@ -171,11 +158,19 @@ void start_setup(Step& st) {
     // NCCL reads its variables once, at its first call (even
     // ncclGetVersion): its INFO lines, which say the transport each channel
     // took, go to a file of ours.
-    st.nccl_log = "/tmp/mn-preflight." + std::to_string(getpid()) + ".nccl";
     if (st.o.path != "cpu") {
-        setenv("NCCL_DEBUG", "INFO", 1);
-        setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
-        setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
+        // In a directory of its own (0700, mkdtemp): nobody else can put a
+        // link or a file of theirs where NCCL writes and this rank reads back.
+        std::string dir = std::string(std::getenv("TMPDIR") && *std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                          "/mn-preflight.XXXXXX";
+        if (mkdtemp(dir.data())) st.nccl_log = dir + "/nccl.log";
+    }
+    if (st.o.path != "cpu") {
+        if (!st.nccl_log.empty()) {
+            setenv("NCCL_DEBUG", "INFO", 1);
+            setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
+            setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
+        }
         st.ga = gpu::probe();
     }
     // The node's software, read by one rank of each node (its first task):
@@ -221,13 +216,18 @@ void start_setup(Step& st) {
 // The ports the others reach this rank on: data (pairs, the ring) and a
 // standby's (the others' reports if rank 0 is lost).
 bool open_ports(Step& st, uint16_t& standby_port) {
-    auto data_listen = wire::listen_tcp("", 0, &st.data_port);
+    // Only on the address this node reaches rank 0 from (rank 0: MASTER_ADDR
+    // itself), where the others reach it too; every interface only when
+    // the kernel names none.
+    if (auto master = Ipv4::parse(st.self.master))
+        if (auto src = SystemNetwork{}.route_source(*master)) st.bind_addr = src->str();
+    auto data_listen = wire::listen_tcp(st.bind_addr, 0, &st.data_port);
     if (!data_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), data_listen.problem().text().c_str());
         return false;
     }
     st.data_listen = std::move(data_listen.value());
-    auto standby_listen = wire::listen_tcp("", 0, &standby_port);
+    auto standby_listen = wire::listen_tcp(st.bind_addr, 0, &standby_port);
     if (!standby_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
         return false;
@@ -273,24 +273,16 @@ bool prepare_self(Step& st) {
 
 bool join(Step& st, Follower& f) {
     const Self& self = st.self;
-    auto ctl = wire::connect_tcp(self.master, self.port, st.rdzv);
+    // The hello's data address: the one this rank reaches rank 0 from,
+    // where its data port listens (open_ports).
+    st.hello.data_addr = st.bind_addr;
+    auto ctl = knock(self.master, self.port, "control", self.rank, 0u, msg::encode(st.hello), self.secret, st.rdzv);
     if (!ctl) {
-        std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: rank 0 at %s:%u did not answer (%s)\n",
-                     self.label.c_str(), self.rank, self.master.c_str(), self.port, ctl.problem().text().c_str());
+        std::fprintf(stderr, "mn-preflight: %s rank %u: %s%s\n", self.label.c_str(), self.rank,
+                     st.rdzv.passed() ? "time-out: rank 0: " : "rank 0: ", ctl.problem().text().c_str());
         return false;
     }
-    std::string err;
-    auto fields = wire::recv_msg(ctl->get(), st.rdzv, &err);
-    auto challenge = fields ? msg::decode_challenge(*fields) : Outcome<msg::Challenge>(Problem{err, ""});
-    if (!challenge) {
-        std::fprintf(stderr, "mn-preflight: %s rank %u: rank 0 sent no challenge (%s)\n", self.label.c_str(),
-                     self.rank, challenge.problem().text().c_str());
-        return false;
-    }
-    st.hello.proof = hmac_hex(self.secret, challenge->nonce + ":" + std::to_string(st.hello.rank));
-    st.hello.data_addr = wire::local_address(ctl->get());
-    if (!msg::send(ctl->get(), st.hello, st.rdzv)) return false;
-    f.ctl = Line(std::move(ctl.value()));
+    f.ctl = Line(std::move(ctl.value().fd), std::move(ctl.value().seal));
     Standin me;
     me.self = self;
     me.o = st.o;
@@ -303,89 +295,26 @@ bool join(Step& st, Follower& f) {
 
 namespace {
 
-// A connection to MASTER_PORT that was sent its challenge and owes its hello.
-struct Caller {
-    Fd fd;
-    std::string nonce, peer;
-    Deadline by;
-};
-
-// A new connection gets its challenge and joins the callers.
-void challenge(const Step& st, Fd c, const std::string& peer, std::vector<Caller>& callers) {
-    Caller k{std::move(c), random_hex(16), peer, Deadline::in(std::min(2.0, std::max(0.1, st.rdzv.left())))};
-    if (msg::send(k.fd.get(), msg::Challenge{k.nonce}, k.by)) callers.push_back(std::move(k));
-}
-
-// A caller's hello, proving the step secret: the member's rank, or none
-// (what was wrong is noted).
-std::optional<uint32_t> admit(Step& st, Lead& l, Caller& k, const std::vector<bool>& have) {
-    const Self& self = st.self;
-    const std::string& peer = k.peer;
-    std::string err;
-    // It has begun to arrive: the rest is a moment away.
-    auto fields = wire::recv_msg(k.fd.get(), Deadline::in(std::min(0.5, std::max(0.1, k.by.left()))), &err);
-    if (!fields) {
-        l.rep.notes.push_back("a connection from " + peer + " sent no greeting (" + err + ")");
-        return std::nullopt;
+// A guest of the doorway on MASTER_PORT: its hello (the connection's first
+// message) makes it a member; the rank it claims was proven by its knock.
+bool admit(Lead& l, Guest& g, std::vector<bool>& have) {
+    auto h = msg::decode_hello(g.first);
+    if (!h || h->rank != g.rank) {
+        l.rep.notes.push_back("rank " + std::to_string(g.rank) + " from " + g.peer +
+                              " proved the step secret but its hello " +
+                              (h ? "names another rank" : "does not decode") + ": refused");
+        return false;
     }
-    auto h = msg::decode_hello(*fields);
-    if (!h) {
-        l.rep.notes.push_back("refused a connection from " + peer + ": its greeting does not decode (" +
-                              h.problem().text() + ")");
-        return std::nullopt;
-    }
-    const uint32_t r = h->rank;
-    if (h->proof != hmac_hex(self.secret, k.nonce + ":" + std::to_string(r))) {
-        l.rep.notes.push_back("refused a connection from " + peer + " claiming rank " + std::to_string(r) +
-                              ": it does not hold this step's secret");
-        std::fprintf(stderr, "mn-preflight: %s\n", l.rep.notes.back().c_str());
-        return std::nullopt;
-    }
-    if (r == 0 || r >= self.world || have[r]) {
-        l.rep.notes.push_back("refused a second or out-of-range rank " + std::to_string(r) + " from " + peer);
-        return std::nullopt;
-    }
-    l.members[r].hello = h.value();
-    l.members[r].ctl = Line(std::move(k.fd));
-    l.hub.add(r, &l.members[r].ctl);
-    return r;
-}
-
-// One turn of the rendezvous: a poll over the listening socket and every
-// caller, so that handshakes overlap and a rank slow to answer its
-// challenge holds up nobody. New connections get their challenges; hellos
-// that came are admitted (rank 0's `have` and count updated).
-void answer_callers(Step& st, Lead& l, int lfd, std::vector<Caller>& callers, std::vector<bool>& have,
-                    uint32_t& arrived) {
-    std::vector<pollfd> p{{lfd, POLLIN, 0}};
-    for (const Caller& k : callers) p.push_back({k.fd.get(), POLLIN, 0});
-    ::poll(p.data(), p.size(), Deadline::in(std::min(0.1, std::max(0.0, st.rdzv.left()))).poll_ms());
-    std::vector<Caller> owing;
-    for (std::size_t i = 0; i < callers.size(); ++i) {
-        Caller& k = callers[i];
-        if (p[i + 1].revents & (POLLIN | POLLERR | POLLHUP)) {
-            if (auto r = admit(st, l, k, have)) {
-                have[*r] = true;
-                ++arrived;
-            }
-        } else if (!k.by.passed()) {
-            owing.push_back(std::move(k));
-        } else {
-            l.rep.notes.push_back("a connection from " + k.peer + " sent no greeting (time ran out)");
-        }
-    }
-    callers = std::move(owing);
-    if (!(p[0].revents & POLLIN)) return;
-    std::string peer;
-    while (auto c = wire::accept_one(lfd, Deadline::in(0), &peer)) {
-        ++l.cost.accepted;
-        challenge(st, std::move(c.value()), peer, callers);
-    }
+    l.members[g.rank].hello = h.value();
+    l.members[g.rank].ctl = Line(std::move(g.fd), std::move(g.seal));
+    l.hub.add(g.rank, &l.members[g.rank].ctl);
+    have[g.rank] = true;
+    return true;
 }
 
 // A rank that arrived went silent or away before the others came: the
 // rendezvous ends with it named (noted), the others stopped by it.
-bool lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
+void lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
     place_nodes(l, have);
     l.note(h.rank, RankState::Fault, h.gone(msg::stage_name(msg::Stage::Rendezvous)));
     std::vector<uint32_t> absent;
@@ -394,7 +323,6 @@ bool lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) 
         else if (r != h.rank) l.note(r, RankState::Stopped, "");
     if (!absent.empty())
         l.rep.notes.push_back((absent.size() == 1 ? "rank " : "ranks ") + rank_ranges(absent) + " had not arrived yet");
-    return false;
 }
 
 // After the rendezvous: rank 0's hello and the standbys, for every rank.
@@ -442,9 +370,11 @@ bool gather(Step& st, Lead& l) {
     const Self& self = st.self;
     l.phase = "rendezvous";
     uint16_t bound = 0;
-    auto lfd = wire::listen_tcp("", self.port, &bound);
+    // On MASTER_ADDR itself (an address of this node), not every interface.
+    auto lfd = wire::listen_tcp(st.bind_addr, self.port, &bound);
     if (!lfd) {
-        std::fprintf(stderr, "mn-preflight: %s rank 0: %s\n", self.label.c_str(), lfd.problem().text().c_str());
+        l.halted = "rank 0 could not listen on MASTER_PORT: " + lfd.problem().text();
+        std::fprintf(stderr, "mn-preflight: %s rank 0: %s\n", self.label.c_str(), l.halted.c_str());
         return false;
     }
     l.members.resize(self.world);
@@ -455,18 +385,28 @@ bool gather(Step& st, Lead& l) {
     l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
     l.members[0].hello = st.hello;
-    l.members[0].hello.data_addr = self.master;
+    l.members[0].hello.data_addr = st.bind_addr.empty() ? self.master : st.bind_addr;
     have[0] = true;
     uint32_t arrived = 1;
     set_phase("rendezvous", missing_ranks(l.members, have));
-    std::vector<Caller> callers;
+    Doorway door(lfd->get(), self.secret, 0, true);
+    auto wanted = [&](const std::string& purpose, uint32_t r) {
+        return purpose == "control" && r > 0 && r < self.world && !have[r];
+    };
     double told = now_s();
+    bool lost = false;
     while (arrived < self.world && !st.rdzv.passed()) {
         // Those already here are heard meanwhile: one that dies or stops
         // answering ends the rendezvous at once.
         while (auto h = l.hear(Deadline::in(0)))
-            if (!h->msg) return lost_in_rendezvous(l, have, *h);
-        answer_callers(st, l, lfd->get(), callers, have, arrived);
+            if (!h->msg) {
+                lost = true;
+                lost_in_rendezvous(l, have, *h);
+                break;
+            }
+        if (lost) break;
+        for (Guest& g : door.turn(std::min(0.1, std::max(0.0, st.rdzv.left())), wanted))
+            if (admit(l, g, have)) ++arrived;
         // Who is missing, for a time-out: every few turns, not every
         // arrival (it reads every rank).
         if (now_s() - told > 0.25) {
@@ -474,6 +414,11 @@ bool gather(Step& st, Lead& l) {
             told = now_s();
         }
     }
+    l.cost.accepted = door.accepted();
+    l.strangers = door.strangers();
+    for (const auto& u : door.unwanted()) l.rep.notes.push_back("refused " + u + " (a second connection, or a rank "
+                                                                "out of range)");
+    if (lost) return false;
     set_phase("rendezvous", missing_ranks(l.members, have));
     place_nodes(l, have);
     if (arrived < self.world) {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "helper/check.h"
+#include "helper/check/doorway.h"
 #include "helper/check/messages.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
@@ -98,25 +99,29 @@ private:
 
 // A control connection: a phase's thread and the heartbeat thread both
 // send on it, one whole message at a time.
+// Every message on it is sealed (doorway.h: the handshake's key).
 class Line {
 public:
     Line() = default;
-    explicit Line(Fd fd) : fd_(std::move(fd)) {}
+    Line(Fd fd, std::shared_ptr<wire::Seal> seal) : fd_(std::move(fd)), seal_(std::move(seal)) {}
     int fd() const { return fd_.get(); }
+    // For the one thread that reads this line (the hub's or the inbox's Mux).
+    wire::Seal* seal() const { return seal_.get(); }
     explicit operator bool() const { return static_cast<bool>(fd_); }
     template <typename M>
     bool send(const M& m, const Deadline& d) {
-        std::lock_guard<std::mutex> g(*mu_);
-        return msg::send(fd_.get(), m, d);
+        return send_fields(msg::encode(m), d);
     }
-    // A message encoded once for many lines (rank 0's words to every rank).
+    // A message encoded once for many lines (rank 0's words to every rank);
+    // each line seals it under its own key.
     bool send_fields(const wire::Fields& f, const Deadline& d) {
         std::lock_guard<std::mutex> g(*mu_);
-        return wire::send_msg(fd_.get(), f, d);
+        return wire::send_msg(fd_.get(), f, d, seal_.get());
     }
 
 private:
     Fd fd_;
+    std::shared_ptr<wire::Seal> seal_;
     std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
 };
 
@@ -227,6 +232,7 @@ struct Step {
     gpu::Availability ga;
     std::vector<int> devices;  // this process's GPUs
     std::string nccl_log;
+    std::string bind_addr;  // where this rank listens: its address towards rank 0 ("" every address)
     Fd data_listen;
     uint16_t data_port = 0;
     Fd standby_listen;  // a standby's port, for the others' reports if rank 0 is lost
@@ -304,6 +310,11 @@ struct Lead {
     std::future<msg::GpuRetestReport> own_retest;  // rank 0's part of the GPU retests, on a thread
     std::future<msg::Ready> own_ready;      // rank 0's own readiness, on a thread
     ControlCost cost;
+    // Why the check could not go on where no rank is to blame (rank 0 could
+    // not listen): the verdict fails with it.
+    std::string halted;
+    bool finished = false;               // every phase ran to its end
+    Strangers strangers;                 // who knocked on MASTER_PORT without the step secret
     Hub hub;                             // destroyed before the members' Lines
 
     // The ranks of this step as rank 0 numbers them, for messages.
@@ -466,15 +477,18 @@ struct Links {
 // `pause`: seconds to wait after each segment, at least (a test hook's load).
 Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
                  double budget, double pause = 0);
-Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
-                         const std::string& secret, const Deadline& d);
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const std::string& secret,
-                        const Deadline& d);
+// Data connections open with the handshake (doorway.h) for "data:PURPOSE",
+// so a stranger's connection to a data port is refused like one to
+// MASTER_PORT; after it, the data flows unsealed (each pass is checked
+// against its pattern).
+Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, const Self& self,
+                         const Deadline& d);
+Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d);
 // Several data connections on one listening socket, in whatever order they
-// come: one per (purpose, rank) of `want`, each proving the step secret; a
-// stranger is refused and waited past. Sockets in the order of `want`, or
-// a problem naming who never came.
+// come: one per (purpose, rank) of `want`; strangers are read past without
+// blocking (the summary of them goes to stderr). Sockets in the order of
+// `want`, or a problem naming who never came.
 Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                         const std::string& secret, const Deadline& d);
+                                         const Self& self, const Deadline& d);
 
 }  // namespace mn::check

@@ -12,7 +12,6 @@
 
 #include "helper/check/step.h"
 #include "lib/plan/hostlist.h"
-#include "lib/util/sha256.h"
 
 namespace mn::check {
 namespace {
@@ -25,55 +24,46 @@ void say(const Standin& me, const std::string& text) {
     std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", me.self.label.c_str(), me.self.rank, text.c_str());
 }
 
-std::string proof_of(const Standin& me, uint32_t rank) {
-    return hmac_hex(me.self.secret, "takeover:" + std::to_string(rank));
-}
-
 // Reports to standby s; its word, or none when it does not take over
-// (gone, stopped, or not a standby after all).
+// (gone, stopped, or not a standby after all). Its Welcome says it takes
+// the report; the word follows on the same sealed connection.
 std::optional<msg::Word> report_to(const Standin& me, const msg::Standby& s) {
-    auto fd = wire::connect_tcp(s.addr, s.port, Deadline::in(1));
-    if (!fd) return std::nullopt;
-    msg::TakeoverReport report{me.hello};
-    report.hello.proof = proof_of(me, me.self.rank);
-    if (!msg::send(fd->get(), report, Deadline::in(1))) return std::nullopt;
-    std::string err;
     // A stopped standby's kernel accepts the connection, but nobody answers.
-    auto a = wire::recv_msg(fd->get(), Deadline::in(2), &err);
-    auto ack = a ? msg::decode_takeover_ack(*a) : Outcome<msg::TakeoverAck>(Problem{err, ""});
-    if (!ack || ack->rank != s.rank) return std::nullopt;
-    auto w = wire::recv_msg(fd->get(), Deadline::in(kReportWindow + 2.5), &err);
+    auto c = knock(s.addr, s.port, "takeover", me.self.rank, s.rank, msg::encode(msg::TakeoverReport{me.hello}),
+                   me.self.secret, Deadline::in(2));
+    if (!c) return std::nullopt;
+    std::string err;
+    auto w = wire::recv_msg(c->fd.get(), Deadline::in(kReportWindow + 2.5), &err, c->seal.get());
     auto word = w ? msg::decode_word(*w) : Outcome<msg::Word>(Problem{err, ""});
     if (!word) return std::nullopt;
     return word.value();
 }
 
 // The standby's side: reports from the others, until every rank but 0 is
-// in or the window closes. Each is acknowledged; its connection carries
-// the word later.
+// in or the window closes. Each connection carries the word later.
 void take_reports(const Standin& me, Lead& l, std::vector<bool>& have) {
     const uint32_t world = me.self.world;
     uint32_t count = 0;
     for (bool h : have) count += h;
     const Deadline window = Deadline::in(kReportWindow);
+    Doorway door(me.standby_fd, me.self.secret, me.self.rank, true);
+    auto wanted = [&](const std::string& purpose, uint32_t r) {
+        return purpose == "takeover" && r > 0 && r < world && !have[r];
+    };
     while (count < world && !window.passed()) {
-        std::string peer, err;
-        auto c = wire::accept_one(me.standby_fd, Deadline::in(std::min(0.05, std::max(0.0, window.left()))), &peer);
-        if (!c) continue;
-        auto f = wire::recv_msg(c->get(), Deadline::in(0.5), &err);
-        auto report = f ? msg::decode_takeover_report(*f) : Outcome<msg::TakeoverReport>(Problem{err, ""});
-        const uint32_t r = report ? report->hello.rank : 0;
-        if (!report || r == 0 || r >= world || have[r] || report->hello.proof != proof_of(me, r)) {
-            say(me, "refused a report from " + peer + " (" +
-                        (report ? "not a rank of this step, or a second report" : report.problem().text()) + ")");
-            continue;
+        for (Guest& g : door.turn(std::min(0.05, std::max(0.0, window.left())), wanted)) {
+            auto report = msg::decode_takeover_report(g.first);
+            if (!report || report->hello.rank != g.rank) {
+                say(me, "refused a report from " + g.peer + " (its report does not name the rank it proved)");
+                continue;
+            }
+            l.members[g.rank].hello = report->hello;
+            l.members[g.rank].ctl = Line(std::move(g.fd), std::move(g.seal));
+            have[g.rank] = true;
+            ++count;
         }
-        msg::send(c->get(), msg::TakeoverAck{me.self.rank}, Deadline::in(0.5));
-        l.members[r].hello = report->hello;
-        l.members[r].ctl = Line(std::move(c.value()));
-        have[r] = true;
-        ++count;
     }
+    if (const std::string s = door.strangers().summary(); !s.empty()) say(me, "strangers at its standby port: " + s);
 }
 
 // The verdict in rank 0's place: rank 0's node is at fault, every rank

@@ -44,6 +44,27 @@ void weigh(const Step& st, Lead& l) {
     }
 }
 
+// A pass needs every rank of the step (SLURM_NTASKS) to have come and
+// every phase to have run to its end: whatever stopped the check early
+// without blaming a rank fails it all the same. Strangers at MASTER_PORT
+// are named by address; when the check ran out of time while they came,
+// it is disturbed: a failure, but none of the nodes'.
+void fail_closed(const Step& st, Lead& l) {
+    PreflightReport& rep = l.rep;
+    if (!l.halted.empty()) rep.problems.insert(rep.problems.begin(), l.halted);
+    if (!l.finished && rep.code == kPass) {
+        if (l.halted.empty())
+            rep.problems.push_back("the check stopped in " + l.phase + " before every one of the step's " +
+                                   std::to_string(st.self.world) + " ranks reported");
+        rep.code = kCheckFailed;
+    }
+    if (l.strangers.total == 0) return;
+    const std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
+                            std::to_string(st.self.port) + ", without this step's secret";
+    rep.notes.push_back("strangers: " + who);
+    if (rep.code == kTimeout) rep.disturbed = who;
+}
+
 }  // namespace
 
 int verdict(Step& st, Lead& l) {
@@ -56,6 +77,7 @@ int verdict(Step& st, Lead& l) {
     rep.min_busbw = st.o.min_busbw;
     rep.elapsed = now_s() - st.start;
     judge(rep);
+    fail_closed(st, l);
     mark_done();
     std::string out = st.o.json ? report_json(rep) : report_table(rep);
     // The control plane's own cost, inside the JSON object (doc/scale.md).

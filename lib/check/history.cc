@@ -25,11 +25,15 @@ namespace mn {
 // ---- Kinds ------------------------------------------------------------------
 
 const std::vector<std::string>& verdict_kinds() {
-    static const std::vector<std::string> k = {"ok", "slow", "fault", "fabric", "fingerprint", "timeout", "waited"};
+    static const std::vector<std::string> k = {"ok",      "slow",   "fault",    "fabric",
+                                               "fingerprint", "timeout", "waited", "disturbed"};
     return k;
 }
 
-bool is_failure(const std::string& kind) { return kind != "ok" && kind != "waited" && kind != "warning"; }
+// "disturbed": strangers made the check run out of time; no node's failure.
+bool is_failure(const std::string& kind) {
+    return kind != "ok" && kind != "waited" && kind != "warning" && kind != "disturbed";
+}
 
 namespace {
 

@@ -17,7 +17,8 @@
 namespace mn {
 
 // What a verdict was, for counting: ok, slow, fault, fabric, fingerprint,
-// timeout, waited ("waited" is no failure: the node only waited on another).
+// timeout, waited, disturbed ("waited" is no failure: the node only waited
+// on another; nor is "disturbed": strangers made the check run out of time).
 const std::vector<std::string>& verdict_kinds();
 bool is_failure(const std::string& kind);
 // The kind of a node's verdict (or of one finding), from its first words

@@ -342,14 +342,17 @@ std::string report_table(const PreflightReport& r) {
     }
     for (const auto& n : r.notes) out += "note: " + n + "\n";
     for (const auto& p : r.problems) out += "problem: " + p + "\n";
+    if (!r.disturbed.empty()) out += "disturbed: " + r.disturbed + "\n";
     out += std::string(r.code == kPass ? "PASS" : "FAIL") + " (" + num(r.elapsed, 1) + " s" +
-           (r.code == kTimeout ? ", time-out" : "") + ")\n";
+           (r.code == kTimeout ? ", time-out" : "") +
+           (r.disturbed.empty() ? "" : ", disturbed by strangers: no node is to blame") + ")\n";
     return out;
 }
 
 std::string report_json(const PreflightReport& r) {
     std::string out = "{\"verdict\":" + json_string(r.code == kPass ? "PASS" : "FAIL") +
                       ",\"exit_code\":" + std::to_string(r.code) + ",\"elapsed_s\":" + num(r.elapsed, 3) +
+                      (r.disturbed.empty() ? "" : ",\"disturbed\":" + json_string(r.disturbed)) +
                       ",\"nodes\":[";
     for (std::size_t i = 0; i < r.nodes.size(); ++i) {
         const NodeReport& n = r.nodes[i];

@@ -98,6 +98,9 @@ struct PreflightReport {
     bool gpu_retests_ran = false;
     std::optional<double> min_busbw;
     std::string timed_out;  // the phase that ran out of time, and who was missing
+    // Strangers (connections without the step secret) came while the check
+    // ran out of time: it fails, but no node is to blame for it.
+    std::string disturbed;  // what they did, one line; "" when they did not disturb it
     std::vector<std::string> problems;
     std::vector<std::string> notes;
     double elapsed = 0;

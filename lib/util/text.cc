@@ -59,4 +59,16 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+std::string to_hex(const void* data, std::size_t n) {
+    static const char kDigits[] = "0123456789abcdef";
+    const auto* b = static_cast<const unsigned char*>(data);
+    std::string s;
+    s.reserve(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+        s.push_back(kDigits[b[i] >> 4]);
+        s.push_back(kDigits[b[i] & 15]);
+    }
+    return s;
+}
+
 }  // namespace mn

@@ -3,6 +3,7 @@
 // names its host.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -21,5 +22,8 @@ std::string lower(std::string s);
 std::string host_name();
 // Seconds on the monotonic clock, for durations.
 double now_s();
+// Bytes as lower-case hex ("0a1b..."): secrets and nonces in environment
+// variables and messages.
+std::string to_hex(const void* data, std::size_t n);
 
 }  // namespace mn

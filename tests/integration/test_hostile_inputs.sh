@@ -21,4 +21,100 @@ t_topology_xml_that_crashes_hwloc() {
   pass "$name"
 }
 
+# ---- another user on the nodes and the network (doc/security.md) ---------
+# The stranger (stranger.py) runs as nobody inside a node's network
+# namespace; the step's MASTER_PORT is the user's own (the plugin keeps
+# it), as predictable as the one the plugin derives from squeue's ids.
+PF=$TOP/helper/mn-preflight
+STRANGER=$TOP/tests/integration/stranger.py
+as_stranger() {  # NODE CMD...: in NODE's namespace, as nobody, in the background; $STRANGER_PID
+  local node=$1; shift
+  ip netns exec "$node" setpriv --reuid=65534 --regid=65534 --clear-groups $PY "$STRANGER" "$@" \
+    >"$OUT/stranger.log" 2>&1 &
+  STRANGER_PID=$!
+}
+stop_stranger() { kill "$STRANGER_PID" 2>/dev/null; wait "$STRANGER_PID" 2>/dev/null; }
+free_port() { echo $((24000 + RANDOM % 4000)); }
+# Each rank's own exit status, on a line of its own.
+rank_exits() { lines '^EXIT ' | awk '{print $2 ":" $3}' | sort | paste -sd' '; }
+
+squatter_case() {  # PROTO: the port held by a stranger speaking that protocol
+  local proto=$1 port; port=$(free_port)
+  as_stranger node0 squat 0.0.0.0 "$port" 20 --proto "$proto"
+  sleep 0.5
+  MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c \
+    "$PF --timeout 8; echo \"EXIT \$SLURM_PROCID \$?\"; $PF check --timeout 8 --exec -- touch $OUT/launched.\$SLURM_PROCID; echo \"EXEC \$SLURM_PROCID \$?\""
+  stop_stranger
+}
+
+t_port_held_by_a_squatter() {
+  local name="MASTER_PORT held by another user who speaks the protocol (a forged welcome, 'done, exit 0'): every rank fails, rank 0 says it cannot listen, the others that the holder does not prove the secret; check --exec never starts the program"
+  rm -f "$OUT"/launched.*
+  squatter_case 2
+  local exits; exits=$(rank_exits)
+  local execs; execs=$(lines '^EXEC ' | awk '$3 == 0' | wc -l)
+  [ "$(lines '^EXIT ' | wc -l)" = 3 ] && ! grep -q ':0$' <<<"${exits// /$'\n'}" && [ "$execs" = 0 ] &&
+    has "rank 0 could not listen on MASTER_PORT" && has "does not prove this step's secret" &&
+    [ -z "$(ls "$OUT"/launched.* 2>/dev/null)" ] ||
+    { fail "$name" "exits=$exits exec-zero=$execs launched=$(ls "$OUT"/launched.* 2>/dev/null | wc -l)"; return; }
+  pass "$name ($exits)"
+}
+
+t_port_held_by_an_old_protocol() {
+  local name="MASTER_PORT held by a stranger speaking protocol 1 (no version, unsealed 'done, exit 0'): every rank fails, none exits 0, no program starts"
+  rm -f "$OUT"/launched.*
+  squatter_case 1
+  local exits; exits=$(rank_exits)
+  [ "$(lines '^EXIT ' | wc -l)" = 3 ] && ! grep -q ':0$' <<<"${exits// /$'\n'}" &&
+    has "did not send mn-preflight's challenge: another process holds the port" &&
+    [ -z "$(ls "$OUT"/launched.* 2>/dev/null)" ] || { fail "$name" "exits=$exits"; return; }
+  pass "$name ($exits)"
+}
+
+t_flood_on_master_port() {
+  local name="a healthy check under a flood on MASTER_PORT (200 idle, 20 slowloris, 30/s new one-byte and forged-text connections; ranks 1-2 arrive 2 s late): PASS, nobody named, the strangers in one note line, their text nowhere"
+  local port; port=$(free_port)
+  as_stranger node1 flood 10.250.0.10 "$port" 25 --idle 200 --slow 20 --rate 10
+  local t0; t0=$(date +%s.%N)
+  MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c \
+    "[ \$SLURM_PROCID = 0 ] || sleep 2; exec $PF --timeout 20 --history $OUT/hist-flood"
+  local secs; secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  stop_stranger
+  local notes; notes=$(count '^note: strangers: .* connections from 10\.250\.0\.11 \(')
+  [ $RC -eq 0 ] && has '^PASS' && [ "$notes" = 1 ] && [ "$(count '^note: ')" -le 3 ] &&
+    ! grep -rq FORGED-BY-STRANGER "$OUT/last" "$OUT/hist-flood" &&
+    ! grep -q '"kind":"\(fault\|timeout\)"' "$OUT"/hist-flood/*.jsonl ||
+    { fail "$name" "rc=$RC notes=$notes $(tail -1 "$OUT/stranger.log")"; return; }
+  pass "$name ($(printf %.1f "$secs") s; $(sed -n 's/^note: strangers: \([0-9]* connections\).*/\1/p' "$OUT/last"))"
+}
+
+t_flood_on_data_ports() {
+  local name="idle connections to every data port as it opens (read from /proc/net/tcp, as any user can): the check still passes, nobody named"
+  local port; port=$(free_port)
+  as_stranger node1 dataflood 10.250.0.11 25 --skip 6818 --most 300
+  sleep 0.3
+  MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c "exec $PF --timeout 20"
+  stop_stranger
+  local ports; ports=$(grep -c '^STRANGER holds connections to port' "$OUT/stranger.log")
+  [ $RC -eq 0 ] && has '^PASS' && [ "$ports" -ge 2 ] || { fail "$name" "rc=$RC ports flooded=$ports"; return; }
+  pass "$name ($ports ports held)"
+}
+
+t_disturbed_check() {
+  local name="strangers at MASTER_PORT while a rank never comes: FAIL (time-out, exit 3) 'disturbed by strangers', their address named, no node's history line a failure, no drain candidate"
+  local port; port=$(free_port)
+  as_stranger node1 flood 10.250.0.10 "$port" 15 --idle 50 --rate 5
+  MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c \
+    "[ \$SLURM_PROCID = 2 ] && exit 0; exec $PF --timeout 6 --history $OUT/hist-dist"
+  local rc=$RC disturbed; disturbed=$(count '^disturbed: .*connections from 10\.250\.0\.11 ')
+  local said; said=$(count '^FAIL .*disturbed by strangers: no node is to blame')
+  stop_stranger
+  local kinds; kinds=$(sed -n 's/.*"kind":"\([a-z]*\)".*/\1/p' "$OUT"/hist-dist/*.jsonl 2>/dev/null | sort | uniq -c | paste -sd' ')
+  run "$PF" history "$OUT/hist-dist" --drain 1/1
+  [ $rc -eq 3 ] && [ "$disturbed" = 1 ] && [ "$said" = 1 ] && [ -n "$kinds" ] &&
+    ! grep -Eq 'fault|timeout|slow' <<<"$kinds" && has 'drain candidates .*: none$' ||
+    { fail "$name" "rc=$rc disturbed=$disturbed said=$said kinds=$kinds"; return; }
+  pass "$name ($kinds)"
+}
+
 run_checks

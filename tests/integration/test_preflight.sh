@@ -277,9 +277,10 @@ t_member_dies_in_collective() {
 }
 
 t_wrong_secret() {
-  local name="a rank without the step's secret is refused by rank 0 (named), and the check times out"
+  local name="a rank without the step's secret is refused by rank 0 at once (it says so, and gives up), counted as a stranger by address, and the check times out, disturbed"
   run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
-  [ $RC -eq 3 ] && has "refused a connection from 10\.250\.0\.12 claiming rank 2: it does not hold this step's secret" &&
+  [ $RC -eq 3 ] && has "^note: strangers: 1 connection from 10\.250\.0\.12 \(1 did not prove the step secret\)" &&
+    has "rank 2: rank 0: 10\.250\.0\.10:[0-9]* refused this rank: it does not take this rank's proof of the step secret" &&
     has 'rank 2 did not arrive' || { fail "$name" "rc=$RC"; return; }
   pass "$name"
 }

@@ -1,0 +1,339 @@
+#include "helper/check/doorway.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "lib/util/crypto.h"
+#include "lib/util/text.h"
+
+namespace mn::check {
+
+namespace {
+
+constexpr char kAcceptor = 'a', kConnector = 'c';
+
+uint32_t length_of(const std::string& b) {
+    const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+
+// Purposes are the program's own words: "control", "takeover", "data:ring".
+bool plain_word(const std::string& s) {
+    if (s.empty() || s.size() > 64) return false;
+    return std::all_of(s.begin(), s.end(), [](char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == ':' || ch == '_' || ch == '-';
+    });
+}
+
+// The acceptor's reasons, in the connector's words.
+std::string refusal_text(const std::string& reason) {
+    if (reason == "secret")
+        return "it does not take this rank's proof of the step secret (MN_NCCL_STEP_SECRET differs: every task of "
+               "one srun step has the same)";
+    if (reason == "unwanted") return "this rank came already, or is not one it waits for";
+    if (reason == "protocol") return "it speaks another mn-preflight protocol";
+    return "for no reason it gave";
+}
+
+// Tells a caller it is not admitted (a few bytes on a socket with room:
+// never waits), so that it gives up rather than knocks again.
+void refuse(int fd, const char* reason) {
+    wire::send_msg(fd, msg::encode(msg::Refused{reason}), Deadline::in(0));
+}
+
+// One sealed frame from a connected peer (blocking, bounded by d): its
+// decoded fields; *forged when it came whole but its seal did not open;
+// *refused (with the reason in err) when the acceptor said so instead.
+std::optional<wire::Fields> recv_sealed(int fd, const Deadline& d, wire::Seal& seal, std::size_t limit,
+                                        std::string* err, bool* forged, bool* refused) {
+    *forged = *refused = false;
+    std::string len(4, '\0');
+    if (!wire::recv_all(fd, len.data(), 4, d)) {
+        *err = "the connection closed or time ran out";
+        return std::nullopt;
+    }
+    const uint32_t n = length_of(len);
+    if (n > limit + wire::Seal::kMacBytes) {
+        *err = "a frame of " + std::to_string(n) + " bytes";
+        *forged = true;
+        return std::nullopt;
+    }
+    std::string frame(n, '\0');
+    if (!wire::recv_all(fd, frame.data(), n, d)) {
+        *err = "the connection closed or time ran out";
+        return std::nullopt;
+    }
+    if (n >= wire::Seal::kMacBytes) {
+        const std::string body = frame.substr(0, n - wire::Seal::kMacBytes);
+        if (seal.open(body, frame.substr(n - wire::Seal::kMacBytes))) return wire::decode(body);
+    }
+    if (auto r = msg::decode_refused(wire::decode(frame))) {
+        *refused = true;
+        *err = refusal_text(r->reason);
+        return std::nullopt;
+    }
+    *forged = true;
+    *err = "its answer does not carry the seal of this step's secret";
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::string fresh_nonce() {
+    const std::string raw = random_bytes(16);
+    return to_hex(raw.data(), raw.size());
+}
+
+std::string channel_key(const std::string& secret, const std::string& purpose, uint32_t rank,
+                        const std::string& nonce_a, const std::string& nonce_c) {
+    const Mac k = hmac_sha256(secret, "mn-preflight/" + std::to_string(msg::kProtocol) + "\n" + purpose + "\n" +
+                                          std::to_string(rank) + "\n" + nonce_a + "\n" + nonce_c);
+    return std::string(reinterpret_cast<const char*>(k.data()), k.size());
+}
+
+// ---- strangers -------------------------------------------------------------------
+
+void Strangers::add(const std::string& address, const std::string& what) {
+    ++by_address[address][what];
+    ++total;
+}
+
+std::string Strangers::summary() const {
+    if (total == 0) return "";
+    std::vector<std::pair<unsigned, std::string>> busiest;
+    for (const auto& [addr, whats] : by_address) {
+        unsigned n = 0;
+        for (const auto& w : whats) n += w.second;
+        busiest.push_back({n, addr});
+    }
+    std::sort(busiest.begin(), busiest.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string out;
+    const std::size_t shown = std::min<std::size_t>(busiest.size(), 4);
+    for (std::size_t i = 0; i < shown; ++i) {
+        const auto& [n, addr] = busiest[i];
+        std::string whats;
+        for (const auto& [what, k] : by_address.at(addr))
+            whats += (whats.empty() ? "" : ", ") + std::to_string(k) + " " + what;
+        out += (out.empty() ? "" : "; ") + std::to_string(n) + (n == 1 ? " connection from " : " connections from ") +
+               addr + " (" + whats + ")";
+    }
+    if (busiest.size() > shown) out += "; and " + std::to_string(busiest.size() - shown) + " more addresses";
+    return out;
+}
+
+// ---- the acceptor ----------------------------------------------------------------
+
+struct Doorway::Caller {
+    Fd fd;
+    std::string peer, nonce, buf;
+    Deadline by;
+    std::shared_ptr<wire::Seal> seal;  // once its knock opened
+    msg::Knock knock;
+    std::size_t knock_bytes = 0;
+};
+
+Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first)
+    : listen_fd_(listen_fd), secret_(std::move(secret)), rank_(rank), first_(first) {}
+
+Doorway::~Doorway() = default;
+
+void Doorway::accept_new() {
+    std::string peer;
+    while (auto c = wire::accept_one(listen_fd_, Deadline::in(0), &peer)) {
+        ++accepted_;
+        if (waiting_.size() >= kMaxWaiting) {
+            strangers_.add(waiting_.front()->peer, "cut off while " + std::to_string(kMaxWaiting) +
+                                                       " connections waited at once");
+            waiting_.erase(waiting_.begin());
+        }
+        auto k = std::make_unique<Caller>();
+        k->fd = std::move(c.value());
+        k->peer = peer;
+        k->nonce = fresh_nonce();
+        k->by = Deadline::in(kKnockWait);
+        // A fresh socket's buffer takes a few bytes at once: this never waits.
+        if (!msg::send(k->fd.get(), msg::Challenge{msg::kProtocol, k->nonce}, Deadline::in(0.05))) {
+            strangers_.add(peer, "closed at once");
+            continue;
+        }
+        waiting_.push_back(std::move(k));
+    }
+}
+
+std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* done) {
+    *done = true;
+    const std::size_t most =
+        4 + kKnockLimit + wire::Seal::kMacBytes + (first_ ? 4 + kFirstLimit + wire::Seal::kMacBytes : 0);
+    char chunk[16384];
+    while (c.buf.size() < most) {
+        const ssize_t k = ::recv(c.fd.get(), chunk, std::min(sizeof chunk, most - c.buf.size()), 0);
+        if (k > 0) {
+            c.buf.append(chunk, static_cast<std::size_t>(k));
+            continue;
+        }
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        strangers_.add(c.peer, c.buf.empty() ? "closed without a word" : "closed in the middle of its knock");
+        return std::nullopt;
+    }
+    // The knock: its key comes from its own (still unproven) words.
+    if (!c.seal && c.buf.size() >= 4) {
+        const uint32_t n = length_of(c.buf);
+        if (n < wire::Seal::kMacBytes || n > kKnockLimit + wire::Seal::kMacBytes) {
+            strangers_.add(c.peer, "sent what is not mn-preflight's");
+            return std::nullopt;
+        }
+        if (c.buf.size() >= 4 + std::size_t(n)) {
+            const std::string body = c.buf.substr(4, n - wire::Seal::kMacBytes);
+            const wire::Fields f = wire::decode(body);
+            const auto op = f.find("op");
+            if (op != f.end() && op->second == "hello") {  // protocol 1 answered its challenge with a hello
+                strangers_.add(c.peer, "spoke an older mn-preflight protocol (1)");
+                return std::nullopt;
+            }
+            auto k = msg::decode_knock(f);
+            if (!k || !plain_word(k->purpose) || k->nonce.size() != 32) {
+                strangers_.add(c.peer, "sent what is not mn-preflight's");
+                return std::nullopt;
+            }
+            if (k->version != msg::kProtocol) {
+                strangers_.add(c.peer, "spoke mn-preflight protocol " + std::to_string(k->version));
+                refuse(c.fd.get(), "protocol");
+                return std::nullopt;
+            }
+            auto seal = std::make_shared<wire::Seal>(channel_key(secret_, k->purpose, k->rank, c.nonce, k->nonce),
+                                                     kAcceptor, kConnector);
+            if (!seal->open(body, c.buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes))) {
+                strangers_.add(c.peer, "did not prove the step secret");
+                refuse(c.fd.get(), "secret");
+                return std::nullopt;
+            }
+            c.seal = std::move(seal);
+            c.knock = k.value();
+            c.knock_bytes = 4 + n;
+        }
+    }
+    if (!c.seal) {
+        *done = false;
+        return std::nullopt;
+    }
+    Guest g;
+    if (first_) {
+        std::size_t used = 0;
+        auto f = wire::take_frame(c.buf.substr(c.knock_bytes), kFirstLimit, c.seal.get(), &used);
+        if (!f) {
+            unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer +
+                                ": its first message was refused (" + f.problem().what + ")");
+            return std::nullopt;
+        }
+        if (!f.value()) {
+            *done = false;
+            return std::nullopt;
+        }
+        g.first = std::move(*f.value());
+    }
+    if (!want(c.knock.purpose, c.knock.rank)) {
+        unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer);
+        refuse(c.fd.get(), "unwanted");
+        return std::nullopt;
+    }
+    if (!wire::send_msg(c.fd.get(), msg::encode(msg::Welcome{rank_}), Deadline::in(0.5), c.seal.get())) {
+        unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer +
+                            ": it left before its welcome");
+        return std::nullopt;
+    }
+    g.fd = std::move(c.fd);
+    g.seal = std::move(c.seal);
+    g.purpose = c.knock.purpose;
+    g.peer = c.peer;
+    g.rank = c.knock.rank;
+    return g;
+}
+
+std::vector<Guest> Doorway::turn(double wait, const Want& want) {
+    std::vector<pollfd> p{{listen_fd_, POLLIN, 0}};
+    for (const auto& c : waiting_) p.push_back({c->fd.get(), POLLIN, 0});
+    // Wake for the first caller's deadline too.
+    for (const auto& c : waiting_) wait = std::min(wait, std::max(0.0, c->by.left()));
+    ::poll(p.data(), p.size(), static_cast<int>(std::max(0.0, wait) * 1000));
+    std::vector<Guest> guests;
+    std::vector<std::unique_ptr<Caller>> still;
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+        Caller& c = *waiting_[i];
+        bool done = false;
+        if (p[i + 1].revents & (POLLIN | POLLERR | POLLHUP)) {
+            if (auto g = read_caller(c, want, &done)) guests.push_back(std::move(*g));
+        }
+        if (done) continue;
+        if (c.by.passed()) {
+            strangers_.add(c.peer, c.buf.empty() ? "sent nothing in time" : "did not finish its knock in time");
+            continue;
+        }
+        still.push_back(std::move(waiting_[i]));
+    }
+    waiting_ = std::move(still);
+    if (p[0].revents & POLLIN) accept_new();
+    return guests;
+}
+
+// ---- the connector ---------------------------------------------------------------
+
+Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
+                       std::optional<uint32_t> acceptor, const std::optional<wire::Fields>& first,
+                       const std::string& secret, const Deadline& d) {
+    const std::string where = addr + ":" + std::to_string(port);
+    std::string last = "nobody answered";
+    while (!d.passed()) {
+        auto fd = wire::connect_tcp(addr, port, d);
+        if (!fd) return Problem{where + " did not answer (" + fd.problem().what + ")", ""};
+        std::string err;
+        auto cf = wire::recv_msg(fd->get(), d, &err, nullptr, kKnockLimit);
+        if (!cf) {
+            // Cut off in a flood of strangers, or the acceptor is not up yet: again.
+            last = where + " closed the connection before its challenge (" + err + ")";
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            continue;
+        }
+        auto ch = msg::decode_challenge(*cf);
+        if (!ch)
+            return Problem{"the process at " + where + " did not send mn-preflight's challenge: another process holds "
+                           "the port",
+                           "run the check as a new step (its MASTER_PORT differs) and find the process on the port"};
+        if (ch->version != msg::kProtocol)
+            return Problem{"the mn-preflight at " + where + " speaks protocol " + std::to_string(ch->version) +
+                               ", this one protocol " + std::to_string(msg::kProtocol),
+                           "install the same mn-preflight on every node (and in every container image)"};
+        const msg::Knock k{msg::kProtocol, purpose, rank, fresh_nonce()};
+        auto seal = std::make_shared<wire::Seal>(channel_key(secret, purpose, rank, ch->nonce, k.nonce), kConnector,
+                                                 kAcceptor);
+        if (!wire::send_msg(fd->get(), msg::encode(k), d, seal.get()) ||
+            (first && !wire::send_msg(fd->get(), *first, d, seal.get()))) {
+            last = where + " closed the connection during the handshake";
+            continue;
+        }
+        bool forged = false, refused = false;
+        auto wf = recv_sealed(fd->get(), d, *seal, kKnockLimit, &err, &forged, &refused);
+        if (!wf && refused) return Problem{where + " refused this rank: " + err, ""};
+        if (!wf && forged)
+            return Problem{"the process at " + where + " does not prove this step's secret (" + err +
+                               "): another process holds the port",
+                           "run the check as a new step (its MASTER_PORT differs) and find the process on the port"};
+        if (!wf) {
+            last = where + " refused this rank or cut it off (" + err + ")";
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            continue;
+        }
+        auto w = msg::decode_welcome(*wf);
+        if (!w || (acceptor && w->rank != *acceptor))
+            return Problem{"the rank at " + where + " is not the one this rank meant to reach", ""};
+        return Channel{std::move(fd.value()), std::move(seal)};
+    }
+    return Problem{last, ""};
+}
+
+}  // namespace mn::check

@@ -1,0 +1,124 @@
+// Who may come in. Every connection of the check (a rank to rank 0, a rank
+// to a standby, a data connection between two ranks) opens with the same
+// handshake, in which each side proves the step secret to the other:
+//   acceptor  -> Challenge{protocol, nonce_a}               plain
+//   connector -> Knock{protocol, purpose, rank, nonce_c}    sealed: its proof
+//                and, where the purpose has one, its first message (sealed)
+//   acceptor  -> Welcome{its rank}                          sealed: its proof
+// The seal's key is HMAC(step secret, purpose, the connector's rank and both
+// nonces): new for each connection, so no proof made for one use or one
+// connection is worth anything on another. Every later message on a
+// control connection is sealed under it (wire::Seal).
+//
+// The acceptor reads whoever connects without blocking, in one poll loop:
+// a short deadline, a small frame limit and a cap on how many wait at once
+// (the oldest is cut off for a newcomer: a rank answers its challenge in
+// milliseconds, a stranger holding a connection does not). What strangers
+// did is counted by address, for one summary line; their bytes are never
+// quoted.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "helper/check/messages.h"
+#include "helper/wire.h"
+#include "lib/util/outcome.h"
+
+namespace mn::check {
+
+using wire::Deadline;
+using wire::Fd;
+
+// A handshake's end on the connector's side.
+struct Channel {
+    Fd fd;
+    std::shared_ptr<wire::Seal> seal;
+};
+
+// A connection that proved the step secret and was wanted.
+struct Guest {
+    Fd fd;
+    std::shared_ptr<wire::Seal> seal;
+    std::string purpose, peer;
+    uint32_t rank = 0;
+    wire::Fields first;  // its first message (a doorway that waits for one)
+};
+
+// What strangers did at one doorway, by address.
+struct Strangers {
+    std::map<std::string, std::map<std::string, unsigned>> by_address;  // address -> what it did -> how often
+    unsigned total = 0;
+    void add(const std::string& address, const std::string& what);
+    // One line: "3000 connections from 127.0.0.1 (2990 sent nothing in
+    // time, 10 did not prove the step secret)", the busiest addresses
+    // first; "" when none came.
+    std::string summary() const;
+};
+
+// Limits, each chosen far from what a rank needs.
+constexpr std::size_t kKnockLimit = 1024;        // a knock's body, bytes
+constexpr std::size_t kFirstLimit = 256 * 1024;  // a first message (a hello with its problems), bytes
+constexpr double kKnockWait = 2.0;               // seconds from accept to the whole knock
+constexpr std::size_t kMaxWaiting = 256;         // connections waiting for their knock at once
+
+class Doorway {
+public:
+    // rank: this rank's (its Welcome says it); first: whether the
+    // connector's first message comes with its knock and is read here.
+    Doorway(int listen_fd, std::string secret, uint32_t rank, bool first);
+    ~Doorway();
+    Doorway(const Doorway&) = delete;
+    Doorway& operator=(const Doorway&) = delete;
+    // Whether a proven (purpose, rank) is one this acceptor waits for now.
+    using Want = std::function<bool(const std::string& purpose, uint32_t rank)>;
+    // One turn: waits at most `wait` seconds for something to happen, then
+    // accepts, challenges and reads what came. The guests it admitted,
+    // each sent its Welcome.
+    std::vector<Guest> turn(double wait, const Want& want);
+    const Strangers& strangers() const { return strangers_; }
+    // Connections that proved the secret but were not wanted (a rank that
+    // came twice, a purpose not awaited): "rank 3 for data:ring from ADDR".
+    const std::vector<std::string>& unwanted() const { return unwanted_; }
+    uint32_t accepted() const { return accepted_; }
+
+private:
+    struct Caller;
+    void accept_new();
+    // Reads what a caller sent; a guest once its knock (and first message)
+    // are whole and wanted; none while it owes more or once it is refused
+    // (then *done).
+    std::optional<Guest> read_caller(Caller& c, const Want& want, bool* done);
+    int listen_fd_;
+    std::string secret_;
+    uint32_t rank_;
+    bool first_;
+    std::vector<std::unique_ptr<Caller>> waiting_;
+    Strangers strangers_;
+    std::vector<std::string> unwanted_;
+    uint32_t accepted_ = 0;
+};
+
+// The connector's side: connects (retrying while nobody listens yet or the
+// acceptor cut it off for a flood), answers the challenge, sends `first`
+// and waits for the Welcome; `acceptor`: the rank that must welcome it
+// (none: any rank of the step). A problem says what went wrong: nobody
+// answered, another protocol, or a process that does not prove the step
+// secret (another process holds the port).
+Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
+                       std::optional<uint32_t> acceptor, const std::optional<wire::Fields>& first,
+                       const std::string& secret, const Deadline& d);
+
+// The seal's key for one connection (both ends derive it).
+std::string channel_key(const std::string& secret, const std::string& purpose, uint32_t rank,
+                        const std::string& nonce_a, const std::string& nonce_c);
+
+// A nonce: 16 random bytes, as hex.
+std::string fresh_nonce();
+
+}  // namespace mn::check
