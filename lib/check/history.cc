@@ -391,6 +391,24 @@ namespace {
 
 std::string sys_error() { return std::strerror(errno); }
 
+// Text from the files as a terminal may safely show it: a forged verdict
+// with a newline must not print a line of its own ("drain candidates:
+// ..."), nor an escape sequence reach root's terminal. Control bytes, DEL
+// and UTF-8's C1 controls (U+0080-U+009F: CSI among them) become '?'.
+std::string printable(std::string t) {
+    std::string out;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        if (c == 0xC2 && i + 1 < t.size() && (static_cast<unsigned char>(t[i + 1]) & 0xE0) == 0x80) {
+            out += '?';
+            ++i;
+        } else {
+            out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 // mkdir -p, each directory it makes 0755 whatever the umask.
 std::optional<Problem> make_dirs(const std::string& dir) {
     const std::string fix = "make it (mode 0755) or name another history directory";
@@ -612,6 +630,8 @@ Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigne
     }
     HistorySummary s = summarise_records(std::move(records), since, k, n);
     s.dir = dir;
+    // They name files and quote lines others wrote, and go to a terminal.
+    for (auto& w : warnings) w = printable(w);
     s.warnings = std::move(warnings);
     return s;
 }
@@ -639,9 +659,28 @@ std::string by_kind(const NodeHistory& h) {
     return out.empty() ? "-" : out;
 }
 
+HistorySummary printable(HistorySummary s) {
+    s.dir = printable(s.dir);
+    for (auto& n : s.nodes) {
+        n.node = printable(n.node);
+        n.last_kind = printable(n.last_kind);
+        n.last_failure = printable(n.last_failure);
+        std::map<std::string, unsigned> kinds;
+        for (const auto& [kind, count] : n.failures_by_kind) kinds[printable(kind)] += count;
+        n.failures_by_kind = std::move(kinds);
+    }
+    for (auto& u : s.untrusted) {
+        u.node = printable(u.node);
+        u.why = printable(u.why);
+    }
+    for (auto& w : s.warnings) w = printable(w);
+    return s;
+}
+
 }  // namespace
 
-std::string history_table(const HistorySummary& s) {
+std::string history_table(const HistorySummary& summary) {
+    const HistorySummary s = printable(summary);
     std::string out = "history of " + s.dir + " since " + utc(s.since) + ": " + std::to_string(s.nodes.size()) +
                       (s.nodes.size() == 1 ? " node\n" : " nodes\n");
     std::size_t hw = 4, kw = 7, lw = 10;

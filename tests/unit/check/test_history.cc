@@ -510,8 +510,30 @@ static void append_never_follows_waits_or_writes_anothers_file(void**) {
     assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
 }
 
+// Root reads the table in a terminal: a forged verdict cannot print a line
+// of its own or send an escape sequence; the JSON keeps the text, escaped.
+static void table_shows_forged_text_inert(void**) {
+    HistoryRecord r = record("node3", 100, "fault", "forged");
+    r.distrust = "a line for node3\x1b]0;pwned\x07 in /h/node2.jsonl";
+    const HistoryRecord nl = record("node1", 100, "fault", "x\ndrain candidates (failed 2 or more of their last 3 checks): node7");
+    const HistoryRecord c1 = record("node\xc2\x9b" "2J", 100, "ok", "\x1b[2Jgone");
+    HistorySummary s = summarise_records({nl, r, c1}, 0, 2, 3);
+    s.warnings = {"bad\x1b[31m"};
+    const std::string t = history_table(s);
+    for (char c : t) assert_true(c == '\n' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f));
+    assert_true(t.find("\xc2\x9b") == std::string::npos);
+    assert_contains(t, "x?drain candidates (failed 2 or more of their last 3 checks): node7");
+    assert_contains(t, "drain candidates (failed 2 or more of their last 3 checks): none\n");
+    assert_contains(t, "node?2J ");
+    assert_contains(t, "a line for node3?]0;pwned? in /h/node2.jsonl");
+    assert_contains(t, "warning: bad?[31m\n");
+    assert_contains(history_json(s), "drain candidates (failed 2 or more of their last 3 checks): node7");
+    assert_contains(history_json(s), "\"last_failure\":{\"time\":100,\"verdict\":\"x\\ndrain");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(table_shows_forged_text_inert),
         cmocka_unit_test(peer_text_cannot_break_a_line),
         cmocka_unit_test(trust_needs_own_file_and_trusted_owner),
         cmocka_unit_test(untrusted_lines_are_shown_never_counted),
