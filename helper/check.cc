@@ -4,7 +4,6 @@
 #include "helper/check.h"
 
 #include <cstdio>
-#include <fstream>
 #include <unistd.h>
 
 #include "helper/check/step.h"
@@ -12,6 +11,7 @@
 #include "lib/check/fingerprint.h"
 #include "lib/fabric/fabric.h"
 #include "lib/util/json.h"
+#include "lib/util/replace_file.h"
 #include "lib/plan/step_plan.h"
 #include "lib/fabric/verbs.h"
 
@@ -131,12 +131,17 @@ int run_prolog(const PrologOptions& o) {
         for (std::size_t i = 0; i < problems.size(); ++i) line += (i ? "; " : "") + problems[i];
     mark_done();
     if (!o.reason_file.empty() && !problems.empty()) {
-        std::ofstream out(o.reason_file);
-        // Slurm's drain reason: one line, short.
+        // Slurm's drain reason: one line, short, whatever bytes a problem
+        // carried (sysfs text, a library's message).
         std::string reason = line.substr(std::string("mn-preflight: ").size());
+        for (char& c : reason)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
         if (reason.size() > 200) reason = reason.substr(0, 197) + "...";
-        out << reason << "\n";
-        if (!out) std::fprintf(stderr, "mn-preflight: cannot write --reason-file %s\n", o.reason_file.c_str());
+        // Run as root, often in a directory others can write: a new file
+        // renamed over the path, so a link left there is replaced, never
+        // followed to truncate its target.
+        if (auto w = replace_file(o.reason_file, reason + "\n", 0644); !w)
+            std::fprintf(stderr, "mn-preflight: --reason-file: %s\n", w.problem().text().c_str());
     }
     check::remember_prolog(o, host, problems, notes, readings);
     if (o.json) {

@@ -15,6 +15,7 @@
 #include "lib/check/exclude_list.h"
 #include "lib/plan/hostlist.h"
 #include "lib/check/preflight.h"
+#include "lib/util/replace_file.h"
 
 extern char** environ;
 
@@ -37,22 +38,6 @@ void say(const std::string& line) {
     const std::string text = line + "\n";
     ssize_t rc = write(STDERR_FILENO, text.data(), text.size());
     (void)rc;
-}
-
-bool write_file(const std::string& path, const std::string& text, std::string& err) {
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) {
-        err = std::strerror(errno);
-        return false;
-    }
-    const bool ok = std::fputs(text.c_str(), f) >= 0;
-    if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        err = std::strerror(errno);
-        std::remove(tmp.c_str());
-        return false;
-    }
-    return true;
 }
 
 // scontrol update JobId=J Comment=...; the user owns the job.
@@ -83,9 +68,12 @@ void report_failure(int code, const std::string& output, const InlineOptions& io
     const std::string list = Hostlist::compress(ex.nodes);
     std::string where;
     if (!io.exclude_file.empty() && !list.empty()) {
-        std::string err;
-        if (write_file(io.exclude_file, list + "\n", err)) where += " (written to " + io.exclude_file + ")";
-        else where += " (could not write " + io.exclude_file + ": " + err + ")";
+        // Often a shared directory: a new file renamed over the path, never
+        // through a link or a FIFO someone left there.
+        if (auto w = replace_file(io.exclude_file, list + "\n", 0644); w)
+            where += " (written to " + io.exclude_file + ")";
+        else
+            where += " (" + w.problem().what + ")";
     }
     if (io.job_comment && !list.empty()) {
         std::string err;

@@ -1,14 +1,14 @@
 #include "helper/gpu/nccl.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "helper/gpu.h"
@@ -16,6 +16,7 @@
 #include "helper/gpu/symbols.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/preflight.h"
+#include "lib/util/bounded_file.h"
 
 namespace mn::gpu {
 namespace {
@@ -37,9 +38,23 @@ std::string& nccl_log_path() {
     return path;
 }
 
+// NCCL's log for one check: INFO lines for a few hundred connections.
+constexpr std::size_t kNcclLogMax = 64 << 20;
+
+// The log lies in a directory others can write (/tmp): only a regular file
+// of this process's user, never a link, is NCCL's. Anything else (planted
+// lines naming transports or warnings) reads as no log at all.
+std::string nccl_log_text(const std::string& path) {
+    auto f = read_bounded_file(path, kNcclLogMax, LastLink::refuse);
+    if (!f || f->owner != geteuid()) return "";
+    return std::move(f.value().text);
+}
+
+std::string nccl_log() { return nccl_log_text(nccl_log_path()); }
+
 // NCCL's own reason for an error: the last WARN line it wrote to our log.
 std::string nccl_warning() {
-    std::ifstream in(nccl_log_path());
+    std::istringstream in(nccl_log());
     std::string line, last;
     while (std::getline(in, line))
         if (line.find("NCCL WARN") != std::string::npos) last = line;
@@ -119,9 +134,7 @@ bool nccl_is_peer(ncclResult_t r) {
 }
 
 std::vector<std::string> transports_in(const std::string& path) {
-    std::ifstream in(path);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return nccl_transports(text);
+    return nccl_transports(nccl_log_text(path));
 }
 
 std::string unique_id() {

@@ -102,7 +102,9 @@ std::string nccl_error(ncclResult_t r);
 // rest (remote, network, internal) is most likely another rank's.
 bool nccl_is_peer(ncclResult_t r);
 
-// The transports NCCL's log at `path` names ("NET/Socket", "P2P/CUMEM").
+// The transports NCCL's log at `path` names ("NET/Socket", "P2P/CUMEM"):
+// none unless it is a regular file of this process's user (it lies in
+// /tmp), at most 64 MiB, reached without a link.
 std::vector<std::string> transports_in(const std::string& path);
 
 // unique_id()'s hex back into NCCL's id; false when it is not one.

@@ -12,11 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "lib/check/fingerprint.h"
+#include "lib/util/bounded_file.h"
 #include "lib/util/json.h"
 #include "lib/util/text.h"
 
@@ -396,6 +395,24 @@ namespace {
 
 std::string sys_error() { return std::strerror(errno); }
 
+// Text from the files as a terminal may safely show it: a forged verdict
+// with a newline must not print a line of its own ("drain candidates:
+// ..."), nor an escape sequence reach root's terminal. Control bytes, DEL
+// and UTF-8's C1 controls (U+0080-U+009F: CSI among them) become '?'.
+std::string printable(std::string t) {
+    std::string out;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(t[i]);
+        if (c == 0xC2 && i + 1 < t.size() && (static_cast<unsigned char>(t[i + 1]) & 0xE0) == 0x80) {
+            out += '?';
+            ++i;
+        } else {
+            out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
 // mkdir -p, each directory it makes 0755 whatever the umask.
 std::optional<Problem> make_dirs(const std::string& dir) {
     const std::string fix = "make it (mode 0755) or name another history directory";
@@ -430,16 +447,36 @@ Outcome<std::string> append_history(const std::string& dir, const HistoryRecord&
     const std::string line = format_history_line(r);
     const std::string fix = "let the job's user write " + dir + " (or name another history directory)";
     // O_EXCL tells who made the file: only that process sets its mode.
-    int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // O_NOFOLLOW: never through a link someone left; O_NONBLOCK: a FIFO
+    // there fails at once (no reader) or is refused below, never waited on.
+    const int flags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
+    int fd = open(path.c_str(), flags | O_CREAT | O_EXCL, 0644);
     if (fd >= 0) fchmod(fd, 0644);
-    else if (errno == EEXIST) fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    else if (errno == EEXIST) fd = open(path.c_str(), flags);
+    if (fd < 0 && (errno == ELOOP || errno == ENXIO))  // a link, or a FIFO nobody reads
+        return Problem{"mn-preflight: the history file " + path + " is " +
+                           (errno == ELOOP ? "a symbolic link" : "a FIFO") + ", not a regular file",
+                       "remove it; only mn-preflight makes files in " + dir};
     if (fd < 0) return Problem{"mn-preflight: cannot open the history file " + path + ": " + sys_error(), fix};
+    struct Closer {
+        int fd;
+        ~Closer() { close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return Problem{"mn-preflight: the history file " + path + " is not a regular file",
+                       "remove it; only mn-preflight makes files in " + dir};
+    // Another's file would make these lines untrusted (history_distrust),
+    // and a user's file is no place for root to write.
+    if (st.st_uid != geteuid())
+        return Problem{"mn-preflight: the history file " + path + " belongs to uid " + std::to_string(st.st_uid) +
+                           ", not to this process's uid " + std::to_string(geteuid()) +
+                           ", so its lines would not be trusted",
+                       "remove it, and let only the writer of " + dir + " (root for prologs) write there"};
     ssize_t n;
     do n = write(fd, line.data(), line.size());  // the whole line in one write
     while (n < 0 && errno == EINTR);
-    const std::string err = n < 0 ? sys_error() : "";
-    close(fd);
-    if (n < 0) return Problem{"mn-preflight: cannot append to the history file " + path + ": " + err, fix};
+    if (n < 0) return Problem{"mn-preflight: cannot append to the history file " + path + ": " + sys_error(), fix};
     if (static_cast<std::size_t>(n) != line.size())
         return Problem{"mn-preflight: the history file " + path + " took " + std::to_string(n) + " of " +
                            std::to_string(line.size()) + " bytes (disk full?)",
@@ -488,6 +525,24 @@ std::vector<std::string> HistorySummary::drain_candidates() const {
     return out;
 }
 
+std::string history_distrust(const HistorySource& src, const std::string& node) {
+    const std::string whose = history_file(src.dir, node);
+    if (whose != src.file)
+        return "a line for " + node + " in " + src.file + " (" + node + "'s lines go to " + whose + ")";
+    if (src.owner != 0 && src.owner != src.reader)
+        return src.file + " belongs to uid " + std::to_string(src.owner) + ", neither root nor the reader (uid " +
+               std::to_string(src.reader) + ")";
+    if (src.mode & (S_IWGRP | S_IWOTH))
+        return src.file + " may be written by " + (src.mode & S_IWOTH ? "anyone" : "its group") + " (mode " +
+               [&] {
+                   char m[8];
+                   std::snprintf(m, sizeof m, "%04o", static_cast<unsigned>(src.mode & 07777));
+                   return std::string(m);
+               }() +
+               ")";
+    return "";
+}
+
 HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t since, unsigned k, unsigned n) {
     HistorySummary s;
     s.since = since;
@@ -496,8 +551,22 @@ HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t sin
     std::stable_sort(records.begin(), records.end(),
                      [](const HistoryRecord& a, const HistoryRecord& b) { return a.time < b.time; });
     std::map<std::string, std::vector<const HistoryRecord*>> by_node;
-    for (const auto& r : records)
-        if (r.time >= since) by_node[r.node].push_back(&r);
+    std::map<std::pair<std::string, std::string>, UntrustedLines> untrusted;
+    for (const auto& r : records) {
+        if (r.time < since) continue;
+        if (r.distrust.empty()) {
+            by_node[r.node].push_back(&r);
+            continue;
+        }
+        // Shown, never counted: no check, no failure, no drain.
+        UntrustedLines& u = untrusted[{r.node, r.distrust}];
+        u.node = r.node;
+        u.why = r.distrust;
+        ++u.lines;
+        u.failures += is_failure(r.kind);
+        u.last_time = r.time;
+    }
+    for (auto& [key, u] : untrusted) s.untrusted.push_back(std::move(u));
     for (const auto& [node, recs] : by_node) {
         NodeHistory h;
         h.node = node;
@@ -539,17 +608,34 @@ Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigne
     std::sort(files.begin(), files.end());
     std::vector<HistoryRecord> records;
     std::vector<std::string> warnings;
-    for (const auto& f : files) {
-        std::ifstream in(f, std::ios::binary);
-        if (!in) {
-            warnings.push_back(f + ": cannot be read (" + sys_error() + "); skipped");
+    const uid_t reader = geteuid();
+    std::size_t read_so_far = 0;
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        const std::string& f = files[i];
+        if (read_so_far >= kHistoryReadMax) {
+            warnings.push_back(dir + ": more than " + std::to_string(kHistoryReadMax >> 20) + " MiB of history; " +
+                               std::to_string(files.size() - i) + " files from " + f +
+                               " on were not read (rotate the files)");
+            break;
+        }
+        // Often run by root on a directory users can write: a FIFO, a
+        // device or a link there is skipped, never opened or followed.
+        auto file = read_bounded_file(f, std::min(kHistoryFileMax, kHistoryReadMax - read_so_far), LastLink::refuse);
+        if (!file) {
+            warnings.push_back(file.problem().what + "; skipped");
             continue;
         }
-        const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        for (auto& r : parse_history_text(f, text, warnings)) records.push_back(std::move(r));
+        read_so_far += file->text.size();
+        const HistorySource src{dir, f, file->owner, file->mode, reader};
+        for (auto& r : parse_history_text(f, file->text, warnings)) {
+            r.distrust = history_distrust(src, r.node);
+            records.push_back(std::move(r));
+        }
     }
     HistorySummary s = summarise_records(std::move(records), since, k, n);
     s.dir = dir;
+    // They name files and quote lines others wrote, and go to a terminal.
+    for (auto& w : warnings) w = printable(w);
     s.warnings = std::move(warnings);
     return s;
 }
@@ -577,9 +663,28 @@ std::string by_kind(const NodeHistory& h) {
     return out.empty() ? "-" : out;
 }
 
+HistorySummary printable(HistorySummary s) {
+    s.dir = printable(s.dir);
+    for (auto& n : s.nodes) {
+        n.node = printable(n.node);
+        n.last_kind = printable(n.last_kind);
+        n.last_failure = printable(n.last_failure);
+        std::map<std::string, unsigned> kinds;
+        for (const auto& [kind, count] : n.failures_by_kind) kinds[printable(kind)] += count;
+        n.failures_by_kind = std::move(kinds);
+    }
+    for (auto& u : s.untrusted) {
+        u.node = printable(u.node);
+        u.why = printable(u.why);
+    }
+    for (auto& w : s.warnings) w = printable(w);
+    return s;
+}
+
 }  // namespace
 
-std::string history_table(const HistorySummary& s) {
+std::string history_table(const HistorySummary& summary) {
+    const HistorySummary s = printable(summary);
     std::string out = "history of " + s.dir + " since " + utc(s.since) + ": " + std::to_string(s.nodes.size()) +
                       (s.nodes.size() == 1 ? " node\n" : " nodes\n");
     std::size_t hw = 4, kw = 7, lw = 10;
@@ -597,6 +702,10 @@ std::string history_table(const HistorySummary& s) {
     const auto drain = s.drain_candidates();
     out += "drain candidates (failed " + std::to_string(s.k) + " or more of their last " + std::to_string(s.n) +
            " checks): " + (drain.empty() ? "none" : join_list(drain, ' ')) + "\n";
+    for (const auto& u : s.untrusted)
+        out += "untrusted (shown, never counted): " + u.node + ": " + std::to_string(u.lines) +
+               (u.lines == 1 ? " line, " : " lines, ") + std::to_string(u.failures) + " failed, last " +
+               utc(u.last_time) + ": " + u.why + "\n";
     for (const auto& w : s.warnings) out += "warning: " + w + "\n";
     return out;
 }
@@ -625,6 +734,13 @@ std::string history_json(const HistorySummary& s) {
     for (std::size_t i = 0; i < drain.size(); ++i) out += (i ? "," : "") + json_string(drain[i]);
     out += "],\"warnings\":[";
     for (std::size_t i = 0; i < s.warnings.size(); ++i) out += (i ? "," : "") + json_string(s.warnings[i]);
+    out += "],\"untrusted\":[";
+    for (std::size_t i = 0; i < s.untrusted.size(); ++i) {
+        const UntrustedLines& u = s.untrusted[i];
+        out += std::string(i ? "," : "") + "{\"node\":" + json_string(u.node) + ",\"lines\":" +
+               std::to_string(u.lines) + ",\"failures\":" + std::to_string(u.failures) +
+               ",\"last_time\":" + std::to_string(u.last_time) + ",\"why\":" + json_string(u.why) + "}";
+    }
     return out + "]}\n";
 }
 

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lib/util/replace_file.h"
+
 namespace mn {
 
 const std::vector<std::string>& finding_kinds() {
@@ -187,22 +189,6 @@ std::string render_metrics(const NodeMetrics& m) {
     return out;
 }
 
-namespace {
-
-std::string sys_error() { return std::strerror(errno); }
-
-bool write_all(int fd, const std::string& s) {
-    for (std::size_t done = 0; done < s.size();) {
-        const ssize_t n = write(fd, s.data() + done, s.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        done += static_cast<std::size_t>(n);
-    }
-    return true;
-}
-
-}  // namespace
-
 Outcome<std::string> write_metrics(const std::string& dir, const NodeMetrics& m) {
     const std::string base = dir + (!dir.empty() && dir.back() == '/' ? "" : "/");
     const std::string path = base + metrics_file_name(m.node);
@@ -210,23 +196,11 @@ Outcome<std::string> write_metrics(const std::string& dir, const NodeMetrics& m)
     struct stat st {};
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         return Problem{"mn-preflight: the metrics directory " + dir + " does not exist", fix};
-    std::string tmp = base + "." + metrics_file_name(m.node) + ".XXXXXX";
-    const int fd = mkostemp(&tmp[0], O_CLOEXEC);
-    if (fd < 0) return Problem{"mn-preflight: cannot write in the metrics directory " + dir + ": " + sys_error(), fix};
-    // The collector may run as another user: 0644 whatever the umask.
-    const bool ok = write_all(fd, render_metrics(m)) && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-    const std::string err = ok ? "" : sys_error();
-    if (close(fd) != 0 || !ok || rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = err.empty() ? sys_error() : err;
-        unlink(tmp.c_str());
-        return Problem{"mn-preflight: cannot write the metrics file " + path + ": " + why, fix};
-    }
-    // The rename itself survives a crash only once the directory is synced.
-    const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
+    // A hidden temporary file renamed over the .prom (the collector reads
+    // *.prom only, and whole); a link someone left there is replaced, not
+    // followed. The collector may run as another user: 0644.
+    auto w = replace_file(path, render_metrics(m), 0644);
+    if (!w) return Problem{"mn-preflight: " + w.problem().what, fix};
     return path;
 }
 

@@ -1,5 +1,6 @@
 #include "lib/fabric/fabric.h"
 
+#include "lib/util/bounded_file.h"
 #include "lib/util/text.h"
 
 #include <dirent.h>
@@ -7,19 +8,28 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 
 namespace mn {
 namespace {
 
-std::optional<std::string> read_line(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    std::string line;
-    std::getline(in, line);
+// A sysfs attribute is one short line (a page at most). The tree may be the
+// user's (MN_NCCL_SYSFS_ROOT), read in slurmstepd: a FIFO or a link to
+// /dev/zero there is refused, never waited on or read to the end.
+constexpr std::size_t kAttributeMax = 4096;
+
+Outcome<std::string> read_attribute(const std::string& path) {
+    auto f = read_bounded_file(path, kAttributeMax);
+    if (!f) return f.problem();
+    std::string line = f->text.substr(0, f->text.find('\n'));
     while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
     return line;
+}
+
+std::optional<std::string> read_line(const std::string& path) {
+    auto line = read_attribute(path);
+    if (!line) return std::nullopt;
+    return line.value();
 }
 
 std::vector<std::string> list_dir(const std::string& path) {
@@ -63,9 +73,9 @@ bool all_digits(const std::string& s) {
 
 void read_port(const std::string& root, RdmaPort& p) {
     const std::string dir = root + "/class/infiniband/" + p.hca + "/ports/" + std::to_string(p.port);
-    auto state = read_line(dir + "/state");
+    auto state = read_attribute(dir + "/state");
     if (!state) {
-        p.problem = "cannot read " + dir + "/state";
+        p.problem = state.problem().what;  // "cannot read DIR/state: ...", "... is a FIFO, ..."
         return;
     }
     p.state = parse_state(*state);
@@ -80,10 +90,10 @@ void read_port(const std::string& root, RdmaPort& p) {
         p.problem = "link_layer '" + p.link_layer + "' is neither InfiniBand nor Ethernet";
         return;
     }
-    auto rate_text = read_line(dir + "/rate");
+    auto rate_text = read_attribute(dir + "/rate");
     auto rate = rate_text ? parse_rate(*rate_text) : std::nullopt;
     if (!rate) {
-        p.problem = rate_text ? "rate '" + *rate_text + "' is not like '400 Gb/sec (4X NDR)'" : "cannot read " + dir + "/rate";
+        p.problem = rate_text ? "rate '" + *rate_text + "' is not like '400 Gb/sec (4X NDR)'" : rate_text.problem().what;
         return;
     }
     p.rate_gbps = *rate;

@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lib/util/bounded_file.h"
+#include "lib/util/privileges.h"
+
 #ifdef HAVE_HWLOC
 #include <hwloc.h>
 #endif
@@ -83,7 +86,13 @@ PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
     return p;
 }
 
-Outcome<PciTopology> load_here(const std::string& xml_path) {
+// lstopo's export of a large machine is a few MB; more is not a topology.
+constexpr std::size_t kTopologyXmlMax = 16 << 20;
+
+// xml_path empty: the running system. Otherwise `xml` holds the file's
+// text, read by the caller as a bounded regular file: hwloc given the path
+// would open a FIFO and wait, or read a link to /dev/zero until memory ends.
+Outcome<PciTopology> load_here(const std::string& xml_path, const std::string& xml = "") {
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) != 0) return Problem{"hwloc could not start", "check that libhwloc is installed"};
     struct Closer {
@@ -96,7 +105,9 @@ Outcome<PciTopology> load_here(const std::string& xml_path) {
     // Depending on hwloc's XML backend (libxml2 or its own), a garbled file
     // fails at set_xml or only at load: both are the same fault to the user.
     const bool from_xml = !xml_path.empty();
-    if ((from_xml && hwloc_topology_set_xml(topo, xml_path.c_str()) != 0) || hwloc_topology_load(topo) != 0) {
+    // The size hwloc wants counts the ending NUL, as its own export gives it.
+    if ((from_xml && hwloc_topology_set_xmlbuffer(topo, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) ||
+        hwloc_topology_load(topo) != 0) {
         if (from_xml)
             return Problem{"hwloc cannot read the topology file " + xml_path,
                            "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
@@ -188,7 +199,9 @@ std::optional<PciTopology> decode(const std::string& in) {
 // bytes '<topologyversion="2.0' do, tests/fuzz/corpus/hwloc_xml/regress-*),
 // and the file can come from a tree the user names (MN_NCCL_SYSFS_ROOT): it
 // is read in a child, so a bad file costs the locality line, never
-// slurmstepd or mn-preflight.
+// slurmstepd or mn-preflight. The child gives up root for good first
+// (lib/util/privileges.h): slurmstepd's privileges are dropped only for a
+// while, and a parser a file can crash is one a file might take over.
 Outcome<PciTopology> load_in_child(const std::string& xml_path) {
     const Problem unreadable{"hwloc cannot read the topology file " + xml_path,
                              "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
@@ -210,8 +223,18 @@ Outcome<PciTopology> load_in_child(const std::string& xml_path) {
         setrlimit(RLIMIT_CORE, &no_core);
         alarm(10);
         close(fds[0]);
-        auto t = load_here(xml_path);
-        const std::string out = t ? "T" + encode(*t) : "P";
+        // Before anything of the file is read: the ids become the
+        // effective ones for good, and no exec regains privileges.
+        Outcome<PciTopology> t = Problem{};
+        if (auto dropped = drop_privileges_for_good()) {
+            t = Problem{"hwloc was not let read " + xml_path + ": " + dropped->what, dropped->fix};
+        } else if (auto xml = read_bounded_file(xml_path, kTopologyXmlMax); !xml) {
+            t = xml.problem();
+        } else {
+            t = load_here(xml_path, xml->text);
+        }
+        // T and the topology, or P and why not (the parent keeps the file's name).
+        const std::string out = t ? "T" + encode(*t) : "P" + t.problem().text();
         for (std::size_t done = 0; done < out.size();) {
             const ssize_t k = write(fds[1], out.data() + done, out.size() - done);
             if (k <= 0) break;
@@ -237,12 +260,21 @@ Outcome<PciTopology> load_in_child(const std::string& xml_path) {
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) break;
         in.append(buf, static_cast<std::size_t>(k));
+        // A child the file took over gets no more of our memory than a
+        // real topology needs (a few bytes per device).
+        if (in.size() > kTopologyXmlMax) {
+            kill(pid, SIGKILL);
+            in.clear();
+            break;
+        }
     }
     close(fds[0]);
     // The process may have a reaper of its own (slurmstepd): the pipe, not
     // the exit status, says whether the child finished.
     while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
+    if (in.size() > 1 && in[0] == 'P' && in.find(xml_path) != std::string::npos)
+        return Problem{in.substr(1, 1024), ""};  // the reader's own words, naming the file
     if (in.empty() || in[0] != 'T') return unreadable;
     auto t = decode(in.substr(1));
     if (!t) return unreadable;

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <fstream>
-#include <sstream>
+
+#include "lib/util/bounded_file.h"
 
 namespace mn {
 
@@ -68,13 +68,9 @@ std::vector<std::string> nvidia_bus_ids(const std::string& sysfs_root) {
 }
 
 std::optional<std::string> read_text_file(const std::string& path, std::size_t limit) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream s;
-    s << in.rdbuf();
-    std::string text = s.str();
-    if (in.bad() || text.size() > limit) return std::nullopt;
-    return text;
+    // A launcher's config and sysfs files come from places the user names:
+    // regular files only, never more than the limit in memory.
+    return read_bounded_text(path, limit);
 }
 
 }  // namespace mn

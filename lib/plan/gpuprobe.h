@@ -24,7 +24,8 @@ std::optional<uint32_t> openable_gpus(const std::string& dev_dir);
 // /proc/driver/nvidia/gpus when sysfs lists none.
 std::vector<std::string> nvidia_bus_ids(const std::string& sysfs_root);
 
-// The file's text, nullopt when it cannot be read or is larger than limit.
+// The file's text, nullopt when it cannot be read, is not a regular file
+// (a FIFO, a device) or is larger than limit (lib/util/bounded_file.h).
 std::optional<std::string> read_text_file(const std::string& path, std::size_t limit = 1 << 16);
 
 }  // namespace mn

@@ -8,8 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
+
+#include "lib/util/bounded_file.h"
 
 namespace mn {
 
@@ -74,7 +75,10 @@ std::optional<Ipv4> route_source(Ipv4 dst) {
 
 std::optional<Ipv4> default_route_address(const std::vector<Interface>& interfaces,
                                           const std::string& proc_route) {
-    std::ifstream in(proc_route);
+    // /proc reports a size of 0, so the reader goes by the limit alone: 128
+    // bytes a route, far more routes than a compute node has.
+    constexpr std::size_t kRouteTableMax = 16 << 20;
+    std::istringstream in(read_bounded_text(proc_route, kRouteTableMax).value_or(""));
     std::string line;
     std::getline(in, line);  // header
     while (std::getline(in, line)) {

@@ -2,6 +2,10 @@
 // argv and --mn-preflight=OPTIONS) alike, a value read in one gives the same
 // settings as in the other, errors name the option, the value and the fix,
 // and every option is in the man pages and in mn-preflight --help.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -210,8 +214,47 @@ static void help_of_the_program_prints_every_option(void**) {
     }
 }
 
+// --prolog --reason-file runs as root in a directory others may write: a
+// link left at PATH is replaced by the reason, its target keeps its text,
+// and a FIFO there neither hangs the prolog nor stays. The prolog fails on
+// purpose: --mode ib on a fixture node without RDMA.
+static void reason_file_never_follows_a_link(void**) {
+    const char* bin = std::getenv("MN_PREFLIGHT");
+    const char* fixtures = std::getenv("MN_FIXTURES");
+    if (!bin || !fixtures) fail_msg("MN_PREFLIGHT or MN_FIXTURES is not set (make check sets them)");
+    char tmpl[] = "/tmp/mn-reason-XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string victim = dir + "/victim", reason = dir + "/reason", fifo = dir + "/fifo";
+    std::ofstream(victim) << "root:secret\n";
+    assert_int_equal(symlink(victim.c_str(), reason.c_str()), 0);
+    assert_int_equal(mkfifo(fifo.c_str(), 0666), 0);
+    const std::string run = "MN_NCCL_SYSFS_ROOT=" + std::string(fixtures) + "/no-rdma timeout 20 " + bin +
+                            " --prolog --mode ib --timeout 10 --reason-file ";
+    assert_int_equal(WEXITSTATUS(system((run + reason + " >/dev/null").c_str())), 1);
+    assert_int_equal(WEXITSTATUS(system((run + fifo + " >/dev/null").c_str())), 1);  // 124 if it hung
+    auto slurp = [](const std::string& path) {
+        std::ifstream in(path);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    };
+    assert_str(slurp(victim), "root:secret\n");
+    struct stat st {};
+    assert_int_equal(lstat(reason.c_str(), &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0644);
+    const std::string text = slurp(reason);
+    assert_contains(text, "--mode ib: this node has no ACTIVE InfiniBand port");
+    assert_int_equal(text.find('\n'), text.size() - 1);  // one line
+    assert_int_equal(lstat(fifo.c_str(), &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_str(slurp(fifo), text);
+    assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(reason_file_never_follows_a_link),
         cmocka_unit_test(every_option_is_complete),
         cmocka_unit_test(limits_are_the_same_in_both_spellings),
         cmocka_unit_test(limits_are_the_documented_ones),

@@ -2,6 +2,8 @@
 // its drain candidates, --since, and 20 processes appending at once.
 #include "lib/check/history.h"
 
+#include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -352,8 +354,191 @@ static void concurrent_appends_never_tear(void**) {
     assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
 }
 
+// Peers' words reach the line through json_string: no byte of theirs, a
+// newline or a control character included, can end the line or start another.
+static void peer_text_cannot_break_a_line(void**) {
+    std::string every;
+    for (int c = 1; c < 256; ++c) every += static_cast<char>(c);
+    HistoryRecord r = record("node1", 10, "fault", "rank 1: " + every);
+    r.findings = {"x\n{\"v\":1,\"time\":1,\"node\":\"node9\",\"verdict\":\"forged\",\"kind\":\"fault\"}\n", every};
+    const std::string line = format_history_line(r);
+    assert_int_equal(line.find('\n'), line.size() - 1);
+    for (unsigned char c : line.substr(0, line.size() - 1)) assert_true(c >= 0x20 && c < 0x7f);
+    std::vector<std::string> warnings;
+    const auto back = parse_history_text("node1.jsonl", line, warnings);
+    assert_int_equal(back.size(), 1);
+    assert_true(warnings.empty());
+    assert_true(back[0] == r);
+}
+
+static void trust_needs_own_file_and_trusted_owner(void**) {
+    HistorySource src{"/h", "/h/node1.jsonl", 0, 0644, 0};
+    assert_str(history_distrust(src, "node1"), "");  // root's file, its own node
+    // Another node's line in node1's file: someone's forgery.
+    assert_str(history_distrust(src, "node2"), "a line for node2 in /h/node1.jsonl (node2's lines go to /h/node2.jsonl)");
+    // A user's file, read by root: untrusted; read by that user: their own.
+    src.owner = 1001;
+    assert_str(history_distrust(src, "node1"), "/h/node1.jsonl belongs to uid 1001, neither root nor the reader (uid 0)");
+    src.reader = 1001;
+    assert_str(history_distrust(src, "node1"), "");
+    // Root's file that others may write: anyone could have appended.
+    src.owner = 0;
+    src.mode = 0666;
+    assert_str(history_distrust(src, "node1"), "/h/node1.jsonl may be written by anyone (mode 0666)");
+    src.mode = 0664;
+    assert_contains(history_distrust(src, "node1"), "may be written by its group (mode 0664)");
+}
+
+static void untrusted_lines_are_shown_never_counted(void**) {
+    std::vector<HistoryRecord> recs = {record("node1", 100, "fault", "a"), record("node1", 200, "fault", "b"),
+                                       record("node2", 100, "ok", "ok"), record("node2", 200, "ok", "ok")};
+    for (int i = 0; i < 3; ++i) {  // node2 framed: three failures, none trusted
+        HistoryRecord r = record("node2", 300 + i, "fault", "forged");
+        r.distrust = "a line for node2 in /h/node1.jsonl (node2's lines go to /h/node2.jsonl)";
+        recs.push_back(r);
+    }
+    HistorySummary s = summarise_records(recs, 0, 2, 3);
+    s.dir = "/h";
+    assert_true(s.drain_candidates() == std::vector<std::string>{"node1"});
+    assert_int_equal(s.nodes.size(), 2);
+    assert_int_equal(s.nodes[1].checks, 2);
+    assert_int_equal(s.nodes[1].failures, 0);
+    assert_int_equal(s.untrusted.size(), 1);
+    assert_str(s.untrusted[0].node, "node2");
+    assert_int_equal(s.untrusted[0].lines, 3);
+    assert_int_equal(s.untrusted[0].failures, 3);
+    assert_int_equal(s.untrusted[0].last_time, 302);
+    assert_contains(history_table(s), "untrusted (shown, never counted): node2: 3 lines, 3 failed, last "
+                                      "1970-01-01T00:05:02Z: a line for node2 in /h/node1.jsonl");
+    assert_contains(history_json(s), "\"untrusted\":[{\"node\":\"node2\",\"lines\":3,\"failures\":3,"
+                                     "\"last_time\":302,\"why\":\"a line for node2 in /h/node1.jsonl");
+    assert_contains(history_json(s), "\"drain_candidates\":[\"node1\"]");
+}
+
+// As root on a directory users can write: forged lines and files of
+// others are shown, never drain candidates; what is no regular file is
+// skipped with a warning, never opened, followed or waited on.
+static void summary_of_a_directory_others_write(void**) {
+    if (geteuid() != 0) skip();  // chown to another user needs root
+    const passwd* nobody = getpwnam("nobody");
+    if (!nobody) skip();
+    const std::string dir = temp_dir();
+    const std::string bad_a = format_history_line(record("node2", 100, "fault", "forged a"));
+    const std::string bad_b = format_history_line(record("node2", 200, "fault", "forged b"));
+    // node1's own file (root's, 0644) holds two forged lines for node2.
+    assert_true(append_history(dir, record("node1", 50, "ok", "ok")).ok());
+    {
+        std::ofstream out(dir + "/node1.jsonl", std::ios::app);
+        out << bad_a << bad_b;
+    }
+    // node3's file written by another user: right node, wrong owner.
+    {
+        std::ofstream out(dir + "/node3.jsonl");
+        out << format_history_line(record("node3", 100, "fault", "x")) << format_history_line(record("node3", 200, "fault", "y"));
+    }
+    assert_int_equal(chown((dir + "/node3.jsonl").c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    // node4's file is root's but anyone may write it.
+    {
+        std::ofstream out(dir + "/node4.jsonl");
+        out << format_history_line(record("node4", 100, "fault", "x")) << format_history_line(record("node4", 200, "fault", "y"));
+    }
+    assert_int_equal(chmod((dir + "/node4.jsonl").c_str(), 0666), 0);
+    // What is no regular file: a FIFO, a link to /dev/zero, a directory, a
+    // link to a good file (root's, with failures for node5).
+    assert_int_equal(mkfifo((dir + "/fifo.jsonl").c_str(), 0666), 0);
+    assert_int_equal(symlink("/dev/zero", (dir + "/zero.jsonl").c_str()), 0);
+    assert_int_equal(mkdir((dir + "/sub.jsonl").c_str(), 0755), 0);
+    const std::string elsewhere = temp_dir();
+    {
+        std::ofstream out(elsewhere + "/node5.jsonl");
+        out << format_history_line(record("node5", 100, "fault", "x")) << format_history_line(record("node5", 200, "fault", "y"));
+    }
+    assert_int_equal(symlink((elsewhere + "/node5.jsonl").c_str(), (dir + "/node5.jsonl").c_str()), 0);
+
+    alarm(20);  // a blocked read ends the test (SIGALRM) instead of make check
+    const auto s = summarise(dir, 0, 2, 3);
+    alarm(0);
+    if (!s) fail_msg("%s", s.problem().text().c_str());
+    assert_true(s->drain_candidates().empty());
+    assert_int_equal(s->nodes.size(), 1);  // node1, its one honest line
+    assert_str(s->nodes[0].node, "node1");
+    assert_int_equal(s->nodes[0].checks, 1);
+    assert_int_equal(s->untrusted.size(), 3);
+    const std::string t = history_table(*s);
+    assert_contains(t, "drain candidates (failed 2 or more of their last 3 checks): none\n");
+    assert_contains(t, "node2: 2 lines, 2 failed, last 1970-01-01T00:03:20Z: a line for node2 in " + dir + "/node1.jsonl");
+    assert_contains(t, "node3: 2 lines, 2 failed, last 1970-01-01T00:03:20Z: " + dir + "/node3.jsonl belongs to uid " +
+                           std::to_string(nobody->pw_uid) + ", neither root nor the reader (uid 0)");
+    assert_contains(t, "node4: 2 lines, 2 failed, last 1970-01-01T00:03:20Z: " + dir + "/node4.jsonl may be written by anyone");
+    assert_contains(t, dir + "/fifo.jsonl is a FIFO, not a regular file; skipped");
+    assert_contains(t, dir + "/zero.jsonl is a symbolic link, which is not followed here; skipped");
+    assert_contains(t, dir + "/sub.jsonl is a directory, not a regular file; skipped");
+    assert_contains(t, dir + "/node5.jsonl is a symbolic link, which is not followed here; skipped");
+    assert_int_equal(system(("rm -rf " + dir + " " + elsewhere).c_str()), 0);
+}
+
+// The prolog (root) appends where users may write: never through a link
+// (the victim keeps its text), never blocked by a FIFO, never into a file
+// a user made (its lines would not be trusted, and it is theirs).
+static void append_never_follows_waits_or_writes_anothers_file(void**) {
+    const std::string dir = temp_dir();
+    const std::string victim = dir + "/victim";
+    std::ofstream(victim) << "root:secret\n";
+    assert_int_equal(symlink(victim.c_str(), (dir + "/node1.jsonl").c_str()), 0);
+    const auto linked = append_history(dir, record("node1", 10, "fault", "x"));
+    assert_false(linked.ok());
+    assert_contains(linked.problem().what, dir + "/node1.jsonl is a symbolic link, not a regular file");
+    assert_str(read_file(victim), "root:secret\n");
+    assert_int_equal(mkfifo((dir + "/node2.jsonl").c_str(), 0666), 0);
+    alarm(10);  // a blocked open ends the test instead of make check
+    const auto fifo = append_history(dir, record("node2", 10, "fault", "x"));
+    alarm(0);
+    assert_false(fifo.ok());
+    assert_contains(fifo.problem().what, dir + "/node2.jsonl is a FIFO, not a regular file");
+    if (geteuid() == 0) {
+        if (const passwd* nobody = getpwnam("nobody")) {
+            const std::string theirs = dir + "/node3.jsonl";
+            std::ofstream(theirs) << "";
+            assert_int_equal(chown(theirs.c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+            const auto w = append_history(dir, record("node3", 10, "fault", "x"));
+            assert_false(w.ok());
+            assert_contains(w.problem().what, theirs + " belongs to uid " + std::to_string(nobody->pw_uid));
+            assert_contains(w.problem().fix, "remove it");
+            assert_str(read_file(theirs), "");
+        }
+    }
+    assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
+}
+
+// Root reads the table in a terminal: a forged verdict cannot print a line
+// of its own or send an escape sequence; the JSON keeps the text, escaped.
+static void table_shows_forged_text_inert(void**) {
+    HistoryRecord r = record("node3", 100, "fault", "forged");
+    r.distrust = "a line for node3\x1b]0;pwned\x07 in /h/node2.jsonl";
+    const HistoryRecord nl = record("node1", 100, "fault", "x\ndrain candidates (failed 2 or more of their last 3 checks): node7");
+    const HistoryRecord c1 = record("node\xc2\x9b" "2J", 100, "ok", "\x1b[2Jgone");
+    HistorySummary s = summarise_records({nl, r, c1}, 0, 2, 3);
+    s.warnings = {"bad\x1b[31m"};
+    const std::string t = history_table(s);
+    for (char c : t) assert_true(c == '\n' || (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f));
+    assert_true(t.find("\xc2\x9b") == std::string::npos);
+    assert_contains(t, "x?drain candidates (failed 2 or more of their last 3 checks): node7");
+    assert_contains(t, "drain candidates (failed 2 or more of their last 3 checks): none\n");
+    assert_contains(t, "node?2J ");
+    assert_contains(t, "a line for node3?]0;pwned? in /h/node2.jsonl");
+    assert_contains(t, "warning: bad?[31m\n");
+    assert_contains(history_json(s), "drain candidates (failed 2 or more of their last 3 checks): node7");
+    assert_contains(history_json(s), "\"last_failure\":{\"time\":100,\"verdict\":\"x\\ndrain");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(table_shows_forged_text_inert),
+        cmocka_unit_test(peer_text_cannot_break_a_line),
+        cmocka_unit_test(trust_needs_own_file_and_trusted_owner),
+        cmocka_unit_test(untrusted_lines_are_shown_never_counted),
+        cmocka_unit_test(summary_of_a_directory_others_write),
+        cmocka_unit_test(append_never_follows_waits_or_writes_anothers_file),
         cmocka_unit_test(verdict_kinds_from_judges_words),
         cmocka_unit_test(line_is_the_documented_json),
         cmocka_unit_test(lines_read_back_exactly),

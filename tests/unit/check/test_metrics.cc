@@ -324,8 +324,27 @@ static void file_is_replaced_atomically(void**) {
     assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
 }
 
+// The textfile directory may be writable by every job's user: a link
+// left at the .prom is replaced, its target keeps its text.
+static void link_at_the_prom_is_replaced_not_followed(void**) {
+    char tmpl[] = "/tmp/mn-metrics-XXXXXX";
+    const std::string dir = mkdtemp(tmpl);
+    const std::string victim = dir + "/victim", prom = dir + "/mn_preflight_node1.prom";
+    std::ofstream(victim) << "root:secret\n";
+    assert_int_equal(symlink(victim.c_str(), prom.c_str()), 0);
+    const auto w = write_metrics(dir, node1());
+    if (!w) fail_msg("%s", w.problem().text().c_str());
+    assert_str(read_file(victim), "root:secret\n");
+    struct stat st {};
+    assert_int_equal(lstat(prom.c_str(), &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_str(read_file(prom), render_metrics(node1()));
+    assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(link_at_the_prom_is_replaced_not_followed),
         cmocka_unit_test(exposition_reads_back_with_every_value),
         cmocka_unit_test(label_values_are_escaped),
         cmocka_unit_test(numbers_as_prometheus_reads_them),

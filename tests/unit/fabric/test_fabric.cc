@@ -1,4 +1,8 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "lib/fabric/fabric.h"
@@ -132,8 +136,36 @@ static void forced_classes(void**) {
     assert_str(env_of(sock, "NCCL_IB_HCA"), "<unset>");
 }
 
+// A tree the user names (MN_NCCL_SYSFS_ROOT), read in slurmstepd: a FIFO
+// at a port's state and a link to /dev/zero at its rate skip the port with
+// a reason naming the file, at once; the good port is still chosen.
+static void fifo_and_dev_zero_in_the_tree_skip_the_port(void**) {
+    char root[] = "/tmp/mn-sysfs-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    const std::string ib = std::string(root) + "/class/infiniband";
+    for (const char* hca : {"mlx5_0", "mlx5_1", "mlx5_2"})
+        assert_int_equal(system(("mkdir -p " + ib + "/" + hca + "/ports/1").c_str()), 0);
+    for (const char* hca : {"mlx5_0", "mlx5_1", "mlx5_2"}) {
+        const std::string port = ib + "/" + hca + "/ports/1";
+        std::ofstream(port + "/link_layer") << "InfiniBand\n";
+        if (std::string(hca) != "mlx5_0") std::ofstream(port + "/state") << "4: ACTIVE\n";
+        if (std::string(hca) != "mlx5_1") std::ofstream(port + "/rate") << "400 Gb/sec (4X NDR)\n";
+    }
+    assert_int_equal(mkfifo((ib + "/mlx5_0/ports/1/state").c_str(), 0644), 0);
+    assert_int_equal(symlink("/dev/zero", (ib + "/mlx5_1/ports/1/rate").c_str()), 0);
+    alarm(10);  // a blocked read ends the test instead of make check
+    auto c = choose_fabric(read_sysfs_ports(root), Mode::Auto);
+    alarm(0);
+    if (!c) fail_msg("%s", c.problem().text().c_str());
+    assert_str(env_of(*c, "NCCL_IB_HCA"), "=mlx5_2:1");
+    assert_contains(verdict(*c, "mlx5_0:1").reason, ib + "/mlx5_0/ports/1/state is a FIFO, not a regular file");
+    assert_contains(verdict(*c, "mlx5_1:1").reason, ib + "/mlx5_1/ports/1/rate is a character device");
+    assert_int_equal(system(("rm -rf " + std::string(root)).c_str()), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
         cmocka_unit_test(kernel_formats),
         cmocka_unit_test(dgx_h100_takes_the_eight_ndr_hcas),
         cmocka_unit_test(roce_only_uses_the_v2_ipv4_gid),

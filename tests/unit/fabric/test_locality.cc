@@ -1,6 +1,8 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 
 #include "lib/fabric/locality.h"
@@ -172,8 +174,38 @@ static void fixture_roots_never_consult_verbs(void**) {
     for (const auto& p : ports) assert_str(p.problem, "");
 }
 
+// topology.xml in a tree the user names: a FIFO, a link to /dev/zero and
+// a file past hwloc's 16 MiB are problems naming the file, at once, and
+// hwloc never opens them (the child reads a bounded regular file first).
+static void topology_file_that_is_no_file_is_a_problem(void**) {
+    char dir[] = "/tmp/mn-topology.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const std::string fifo = std::string(dir) + "/fifo.xml", zero = std::string(dir) + "/zero.xml",
+                      big = std::string(dir) + "/big.xml";
+    assert_int_equal(mkfifo(fifo.c_str(), 0644), 0);
+    assert_int_equal(symlink("/dev/zero", zero.c_str()), 0);
+    {
+        std::ofstream out(big);
+        const std::string chunk(1 << 20, ' ');
+        for (int i = 0; i < 17; ++i) out << chunk;
+    }
+    const auto start = time(nullptr);
+    auto f = load_pci_topology(fifo);
+    auto z = load_pci_topology(zero);
+    auto b = load_pci_topology(big);
+    assert_true(time(nullptr) - start < 5);  // not the child's 10 s alarm
+    assert_false(f.ok());
+    assert_contains(f.problem().text(), fifo + " is a FIFO, not a regular file");
+    assert_false(z.ok());
+    assert_contains(z.problem().text(), zero + " is a character device, not a regular file");
+    assert_false(b.ok());
+    assert_contains(b.problem().text(), big + " is larger than");
+    assert_int_equal(system(("rm -rf " + std::string(dir)).c_str()), 0);
+}
+
 int main() {
     const CMUnitTest tests[] = {
+        cmocka_unit_test(topology_file_that_is_no_file_is_a_problem),
         cmocka_unit_test(nearness_levels),
         cmocka_unit_test(dgx_h100_pairs_each_gpu_with_its_switch_hca),
         cmocka_unit_test(storage_nics_are_only_numa_near),

@@ -515,8 +515,25 @@ static void reads_bus_ids_from_sysfs(void**) {
     assert_int_equal(system(("rm -rf " + root).c_str()), 0);
 }
 
+// A tree the user names (MN_NCCL_SYSFS_ROOT) or a launcher config path:
+// a FIFO or a link to /dev/zero reads as nothing, at once, in slurmstepd.
+static void files_of_the_user_never_hang_or_exhaust(void**) {
+    const std::string root = temp_dir(), drv = root + "/bus/pci/drivers/nvidia";
+    assert_int_equal(system(("mkdir -p " + drv + "/0000:18:00.0 " + drv + "/0000:2a:00.0").c_str()), 0);
+    assert_int_equal(mkfifo((drv + "/0000:18:00.0/class").c_str(), 0644), 0);
+    assert_int_equal(symlink("/dev/zero", (drv + "/0000:2a:00.0/class").c_str()), 0);
+    alarm(10);  // a blocked read ends the test (SIGALRM) instead of make check
+    assert_int_equal(nvidia_bus_ids(root).size(), 0);
+    assert_false(read_text_file(drv + "/0000:18:00.0/class").has_value());
+    assert_false(read_text_file(drv + "/0000:2a:00.0/class").has_value());
+    assert_false(read_text_file(root).has_value());  // a directory
+    alarm(0);
+    assert_int_equal(system(("rm -rf " + root).c_str()), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(files_of_the_user_never_hang_or_exhaust),
         cmocka_unit_test(reads_the_node),
         cmocka_unit_test(reads_slurms_binding),
         cmocka_unit_test(gres_without_binding_keeps_slurms_order),

@@ -4,6 +4,7 @@
 #include "tests/unit/unit.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mn;
@@ -120,8 +121,26 @@ static void default_route_from_proc_file(void**) {
     assert_str(a->str(), "10.0.0.11");
 }
 
+// The route table is read as /proc gives it (size 0), and a path that is
+// no regular file is no route, at once.
+static void default_route_never_hangs(void**) {
+    char dir[] = "/tmp/mn-route-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const std::string fifo = std::string(dir) + "/route";
+    assert_int_equal(mkfifo(fifo.c_str(), 0644), 0);
+    alarm(10);  // a blocked read ends the test instead of make check
+    assert_false(default_route_address(debian_ifs("10.0.0.11"), fifo).has_value());
+    assert_false(default_route_address(debian_ifs("10.0.0.11"), "/dev/zero").has_value());
+    alarm(0);
+    unlink(fifo.c_str());
+    rmdir(dir);
+    // The live table parses (whatever its routes): no crash, no hang.
+    (void)default_route_address(debian_ifs("10.0.0.11"), "/proc/net/route");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(default_route_never_hangs),
         cmocka_unit_test(ipv4_parse_and_print),
         cmocka_unit_test(node0_with_correct_name),
         cmocka_unit_test(node0_resolving_itself_to_loopback_uses_route_to_peer),
