@@ -44,7 +44,7 @@ std::string refusal_text(const std::string& reason) {
 // Tells a caller it is not admitted (a few bytes on a socket with room:
 // never waits), so that it gives up rather than knocks again.
 void refuse(int fd, const char* reason) {
-    wire::send_msg(fd, msg::encode(msg::Refused{reason}), Deadline::in(0));
+    wire::send_msg(fd, msg::encode(msg::Refused{reason}), Deadline::in(0.05));
 }
 
 // One sealed frame from a connected peer (blocking, bounded by d): its
@@ -129,13 +129,78 @@ std::string Strangers::summary() const {
 
 // ---- the acceptor ----------------------------------------------------------------
 
+std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a) {
+    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce), kAcceptor, kConnector);
+}
+
+std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a) {
+    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce), kConnector, kAcceptor);
+}
+
+std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Fields>& first, wire::Seal& seal) {
+    auto framed = [&](const wire::Fields& f) {
+        std::string body = wire::encode(f);
+        body += seal.close(body);
+        const std::size_t n = body.size();
+        return std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                           static_cast<char>(n)} +
+               body;
+    };
+    // In order: each frame takes the seal's next sequence number.
+    std::string out = framed(msg::encode(k));
+    if (first) out += framed(*first);
+    return out;
+}
+
+KnockReading read_knock(const std::string& buf, const std::string& nonce_a, const std::string& secret, bool first) {
+    KnockReading r;
+    auto stranger = [&](std::string what, const char* refusal = nullptr) {
+        r.state = KnockReading::State::Stranger;
+        r.what = std::move(what);
+        r.refusal = refusal;
+        return r;
+    };
+    if (buf.size() < 4) return r;
+    const uint32_t n = length_of(buf);
+    // Protocol 1 answered its challenge with an unsealed hello of any size.
+    if (n > kFirstLimit) return stranger("sent what is not mn-preflight's");
+    if (buf.size() < 4 + std::size_t(n)) return r;
+    const wire::Fields whole = wire::decode(buf.substr(4, n));
+    if (auto op = whole.find("op"); op != whole.end() && op->second == "hello")
+        return stranger("spoke an older mn-preflight protocol (1)", "protocol");
+    if (n > kKnockLimit + wire::Seal::kMacBytes || n < wire::Seal::kMacBytes)
+        return stranger("sent what is not mn-preflight's");
+    // Its key comes from its own (still unproven) words.
+    const std::string body = buf.substr(4, n - wire::Seal::kMacBytes);
+    const wire::Fields f = wire::decode(body);
+    auto k = msg::decode_knock(f);
+    if (!k || !plain_word(k->purpose) || k->nonce.size() != 32) return stranger("sent what is not mn-preflight's");
+    if (k->version != msg::kProtocol)
+        return stranger("spoke mn-preflight protocol " + std::to_string(k->version), "protocol");
+    auto seal = acceptor_seal(secret, k.value(), nonce_a);
+    if (!seal->open(body, buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes)))
+        return stranger("did not prove the step secret", "secret");
+    r.knock = k.value();
+    std::size_t used = 4 + n;
+    if (first) {
+        std::size_t more = 0;
+        auto m = wire::take_frame(buf.substr(used), kFirstLimit, seal.get(), &more);
+        // It proved the secret: a first message that does not open is a fault of ours, not a stranger's.
+        if (!m) return stranger("proved the step secret, but its first message was refused (" + m.problem().what + ")");
+        if (!m.value()) return r;
+        r.first = std::move(*m.value());
+        used += more;
+    }
+    if (buf.size() != used) return stranger("sent more than its knock before its welcome");
+    r.state = KnockReading::State::Proven;
+    r.seal = std::move(seal);
+    return r;
+}
+
 struct Doorway::Caller {
     Fd fd;
     std::string peer, nonce, buf;
     Deadline by;
-    std::shared_ptr<wire::Seal> seal;  // once its knock opened
-    msg::Knock knock;
-    std::size_t knock_bytes = 0;
 };
 
 Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first)
@@ -181,77 +246,33 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
         strangers_.add(c.peer, c.buf.empty() ? "closed without a word" : "closed in the middle of its knock");
         return std::nullopt;
     }
-    // The knock: its key comes from its own (still unproven) words.
-    if (!c.seal && c.buf.size() >= 4) {
-        const uint32_t n = length_of(c.buf);
-        if (n < wire::Seal::kMacBytes || n > kKnockLimit + wire::Seal::kMacBytes) {
-            strangers_.add(c.peer, "sent what is not mn-preflight's");
-            return std::nullopt;
-        }
-        if (c.buf.size() >= 4 + std::size_t(n)) {
-            const std::string body = c.buf.substr(4, n - wire::Seal::kMacBytes);
-            const wire::Fields f = wire::decode(body);
-            const auto op = f.find("op");
-            if (op != f.end() && op->second == "hello") {  // protocol 1 answered its challenge with a hello
-                strangers_.add(c.peer, "spoke an older mn-preflight protocol (1)");
-                return std::nullopt;
-            }
-            auto k = msg::decode_knock(f);
-            if (!k || !plain_word(k->purpose) || k->nonce.size() != 32) {
-                strangers_.add(c.peer, "sent what is not mn-preflight's");
-                return std::nullopt;
-            }
-            if (k->version != msg::kProtocol) {
-                strangers_.add(c.peer, "spoke mn-preflight protocol " + std::to_string(k->version));
-                refuse(c.fd.get(), "protocol");
-                return std::nullopt;
-            }
-            auto seal = std::make_shared<wire::Seal>(channel_key(secret_, k->purpose, k->rank, c.nonce, k->nonce),
-                                                     kAcceptor, kConnector);
-            if (!seal->open(body, c.buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes))) {
-                strangers_.add(c.peer, "did not prove the step secret");
-                refuse(c.fd.get(), "secret");
-                return std::nullopt;
-            }
-            c.seal = std::move(seal);
-            c.knock = k.value();
-            c.knock_bytes = 4 + n;
-        }
-    }
-    if (!c.seal) {
+    KnockReading k = read_knock(c.buf, c.nonce, secret_, first_);
+    if (k.state == KnockReading::State::More) {
         *done = false;
         return std::nullopt;
     }
-    Guest g;
-    if (first_) {
-        std::size_t used = 0;
-        auto f = wire::take_frame(c.buf.substr(c.knock_bytes), kFirstLimit, c.seal.get(), &used);
-        if (!f) {
-            unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer +
-                                ": its first message was refused (" + f.problem().what + ")");
-            return std::nullopt;
-        }
-        if (!f.value()) {
-            *done = false;
-            return std::nullopt;
-        }
-        g.first = std::move(*f.value());
+    if (k.state == KnockReading::State::Stranger) {
+        strangers_.add(c.peer, k.what);
+        if (k.refusal) refuse(c.fd.get(), k.refusal);
+        return std::nullopt;
     }
-    if (!want(c.knock.purpose, c.knock.rank)) {
-        unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer);
+    Guest g;
+    g.first = std::move(k.first);
+    const std::string who = "rank " + std::to_string(k.knock.rank) + " for " + k.knock.purpose + " from " + c.peer;
+    if (!want(k.knock.purpose, k.knock.rank)) {
+        unwanted_.push_back(who);
         refuse(c.fd.get(), "unwanted");
         return std::nullopt;
     }
-    if (!wire::send_msg(c.fd.get(), msg::encode(msg::Welcome{rank_}), Deadline::in(0.5), c.seal.get())) {
-        unwanted_.push_back("rank " + std::to_string(c.knock.rank) + " for " + c.knock.purpose + " from " + c.peer +
-                            ": it left before its welcome");
+    if (!wire::send_msg(c.fd.get(), msg::encode(msg::Welcome{rank_}), Deadline::in(0.5), k.seal.get())) {
+        unwanted_.push_back(who + ": it left before its welcome");
         return std::nullopt;
     }
     g.fd = std::move(c.fd);
-    g.seal = std::move(c.seal);
-    g.purpose = c.knock.purpose;
+    g.seal = std::move(k.seal);
+    g.purpose = k.knock.purpose;
     g.peer = c.peer;
-    g.rank = c.knock.rank;
+    g.rank = k.knock.rank;
     return g;
 }
 
@@ -309,10 +330,9 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
                                ", this one protocol " + std::to_string(msg::kProtocol),
                            "install the same mn-preflight on every node (and in every container image)"};
         const msg::Knock k{msg::kProtocol, purpose, rank, fresh_nonce()};
-        auto seal = std::make_shared<wire::Seal>(channel_key(secret, purpose, rank, ch->nonce, k.nonce), kConnector,
-                                                 kAcceptor);
-        if (!wire::send_msg(fd->get(), msg::encode(k), d, seal.get()) ||
-            (first && !wire::send_msg(fd->get(), *first, d, seal.get()))) {
+        auto seal = connector_seal(secret, k, ch->nonce);
+        const std::string bytes = knock_bytes(k, first, *seal);
+        if (!wire::send_all(fd->get(), bytes.data(), bytes.size(), d)) {
             last = where + " closed the connection during the handshake";
             continue;
         }

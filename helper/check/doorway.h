@@ -114,6 +114,27 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
                        std::optional<uint32_t> acceptor, const std::optional<wire::Fields>& first,
                        const std::string& secret, const Deadline& d);
 
+// The acceptor's reading of what a caller sent so far (pure: the doorway,
+// the fuzz target and the tests share it): more to come, a stranger (what
+// it did, in Strangers' words, and the reason the acceptor tells it, if
+// any), or proven, with its knock, the connection's seal (past the knock
+// and the first message) and that first message.
+struct KnockReading {
+    enum class State { More, Stranger, Proven };
+    State state = State::More;
+    std::string what;
+    const char* refusal = nullptr;  // "secret" or "protocol", told to the caller
+    msg::Knock knock;
+    std::shared_ptr<wire::Seal> seal;
+    wire::Fields first;
+};
+KnockReading read_knock(const std::string& buf, const std::string& nonce_a, const std::string& secret, bool first);
+// The connector's knock (and first message) as they travel, sealed under `seal`.
+std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Fields>& first, wire::Seal& seal);
+// The acceptor's seal and the connector's, for a knock under nonce_a.
+std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);
+std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);
+
 // The seal's key for one connection (both ends derive it).
 std::string channel_key(const std::string& secret, const std::string& purpose, uint32_t rank,
                         const std::string& nonce_a, const std::string& nonce_c);

@@ -1,134 +1,91 @@
-// mn-preflight's challenge: rank 0 sends a nonce, a rank answers with a
-// hello (helper/check/messages.h) carrying its rank and HMAC-SHA-256(step
-// secret, nonce ":" rank), and rank 0 takes it only when the proof matches
-// (helper/check/rendezvous.cc); data connections open with a greeting
-// proving HMAC(step secret, "data:" purpose ":" rank) (collective.cc).
-// Input: secret '\0' nonce '\0' the bytes a peer sends back.
-//  - our SHA-256 and HMAC agree with OpenSSL's on any key and message;
-//  - the peer's bytes, whatever they are, are refused unless they carry the
-//    proof for this secret and nonce, as a hello or as a data greeting;
-//  - a rank that knows the secret is taken, and its hello reads back whole;
-//  - a rank's report to a standby (rank 0 lost, takeover.cc) is taken only
-//    with its own proof, HMAC(step secret, "takeover:" rank);
-//  - the challenge itself travels intact.
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// The handshake's acceptor side (helper/check/doorway's read_knock, what
+// every listening port of mn-preflight runs on a caller's bytes) and the
+// seal (helper/wire's Seal, take_frame).
+// Input: secret '\0' nonce '\0' the bytes a caller sends.
+//  - a caller's bytes, whatever they are, never prove a secret derived
+//    from the input (so it differs from anything in it), and never open
+//    a seal under that secret;
+//  - a knock made with the secret is proven, with its words and its first
+//    message whole; under another challenge nonce it is not (a replay);
+//  - every strict prefix of a good knock asks for more, never a verdict.
 #include <cstring>
 
-#include "tests/fuzz/fuzz.h"
-#include "helper/check/messages.h"
+#include "helper/check/doorway.h"
 #include "helper/wire.h"
-#include "lib/util/sha256.h"
+#include "lib/util/crypto.h"
+#include "lib/util/text.h"
+#include "tests/fuzz/fuzz.h"
+
+namespace msg = mn::check::msg;
+using mn::check::KnockReading;
 
 namespace {
 
-std::string hex(const unsigned char* p, std::size_t n) { return mn::to_hex(p, n); }
-
-namespace msg = mn::check::msg;
-
-// Rank 0's side of the exchange, as rendezvous.cc does it: the hello
-// decodes, and its proof is the one for its rank under this nonce.
-bool accepted(const std::string& secret, const std::string& nonce, const mn::wire::Fields& f) {
-    auto hello = msg::decode_hello(f);
-    return hello && hello->proof == mn::hmac_hex(secret, nonce + ":" + std::to_string(hello->rank));
+std::string hex_of(const std::string& s) {
+    const mn::Mac m = mn::hmac_sha256("nonce", s);
+    return mn::to_hex(m.data(), 16);
 }
 
-// A standby's side when rank 0 is lost (takeover.cc's take_reports).
-bool report_accepted(const std::string& secret, const mn::wire::Fields& f) {
-    auto r = msg::decode_takeover_report(f);
-    return r && r->hello.proof == mn::hmac_hex(secret, "takeover:" + std::to_string(r->hello.rank));
-}
-
-// A data port's side (collective.cc's data_accept).
-bool data_accepted(const std::string& secret, const std::string& purpose, uint32_t from, const mn::wire::Fields& f) {
-    auto g = msg::decode_data_greeting(f);
-    return g && g->purpose == purpose && g->rank == from &&
-           g->proof == mn::hmac_hex(secret, "data:" + purpose + ":" + std::to_string(g->rank));
-}
-
-std::optional<mn::wire::Fields> over_socket(const std::string& bytes) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return std::nullopt;
-    ssize_t sent = ::send(sv[1], bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    ::close(sv[1]);
-    std::string err;
-    auto m = sent == static_cast<ssize_t>(bytes.size()) ? mn::wire::recv_msg(sv[0], mn::wire::Deadline::in(5), &err)
-                                                        : std::nullopt;
-    ::close(sv[0]);
-    return m;
-}
-
-std::string frame(const std::string& body) {
-    const uint32_t n = static_cast<uint32_t>(body.size());
-    std::string out{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                    static_cast<char>(n)};
-    return out + body;
+// A purpose of the program's own words, from arbitrary bytes.
+std::string purpose_of(const std::string& s) {
+    std::string p = "data:";
+    for (unsigned char ch : s.substr(0, 20)) p += static_cast<char>('a' + ch % 26);
+    return p;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
-    if (size > 4096) return 0;
+    if (size > 8192) return 0;
     auto f = fuzz::fields(data, size, '\0', 3);
     f.resize(3);
     const std::string &secret = f[0], &nonce = f[1], &peer = f[2];
+    const std::string nonce_a = hex_of(nonce);
+    const std::string step_secret = "step-secret:" + hex_of(secret + peer);
 
-    // SHA-256 and HMAC against OpenSSL.
-    unsigned char want[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(peer.data()), peer.size(), want);
-    const auto got = mn::sha256(peer);
-    FUZZ_CHECK(std::memcmp(got.data(), want, sizeof want) == 0, "SHA-256 of %zu bytes differs from OpenSSL", peer.size());
-    unsigned int len = 0;
-    const std::string msg = nonce + ":" + peer;
-    HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-         msg.size(), want, &len);
-    FUZZ_CHECK(len == 32 && mn::hmac_hex(secret, msg) == hex(want, len), "HMAC (key %zu bytes, message %zu) differs",
-               secret.size(), msg.size());
-
-    // A stray peer: its bytes as the answer to a challenge with a secret it
-    // cannot know (derived from the input, so it differs from anything in it).
-    const std::string step_secret = "step-secret:" + mn::hmac_hex(secret, peer);
-    if (auto stray = over_socket(peer)) {
-        FUZZ_CHECK(!accepted(step_secret, nonce, *stray), "a stray peer was taken as a rank");
-        FUZZ_CHECK(!data_accepted(step_secret, "ring", 1, *stray), "a stray peer was taken on a data port");
-        FUZZ_CHECK(!report_accepted(step_secret, *stray), "a stray peer was taken as a rank's report to a standby");
+    // A stranger's bytes, as a knock with or without a first message.
+    for (bool first : {true, false}) {
+        const KnockReading r = mn::check::read_knock(peer, nonce_a, step_secret, first);
+        FUZZ_CHECK(r.state != KnockReading::State::Proven, "a stranger's %zu bytes proved the step secret", peer.size());
+        FUZZ_CHECK(r.state != KnockReading::State::Stranger || !r.what.empty(), "a stranger refused without a reason");
+        // Its reason is one of the acceptor's own texts: a stranger's bytes are never quoted.
+        bool known = r.what.empty();
+        for (const char* own : {"sent what is not mn-preflight's", "spoke an older mn-preflight protocol (1)",
+                                "did not prove the step secret", "sent more than its knock before its welcome"})
+            known = known || r.what == own;
+        if (r.what.rfind("spoke mn-preflight protocol ", 0) == 0)
+            known = r.what.find_first_not_of("0123456789", 28) == std::string::npos;
+        FUZZ_CHECK(known, "an unknown reason: '%s'", r.what.c_str());
     }
+    // ... and as a sealed frame on an established connection.
+    mn::wire::Seal seal(step_secret, 'a', 'c');
+    std::size_t used = 0;
+    auto framed = mn::wire::take_frame(peer, 1 << 16, &seal, &used);
+    FUZZ_CHECK(!framed || !framed.value(), "a stranger's frame opened a seal");
 
-    // The challenge arrives as sent.
-    auto c = over_socket(frame(mn::wire::encode(msg::encode(msg::Challenge{nonce}))));
-    FUZZ_CHECK(c && msg::decode_challenge(*c) && msg::decode_challenge(*c)->nonce == nonce, "the nonce changed");
-
-    // A rank with the secret: the hello it builds is taken and reads back whole.
+    // A rank with the secret.
+    const msg::Knock k{msg::kProtocol, purpose_of(nonce), static_cast<uint32_t>(peer.size()), hex_of(peer)};
     msg::Hello hello;
-    for (unsigned char ch : peer.substr(0, 4)) hello.rank = hello.rank * 10 + ch % 10;
+    hello.rank = k.rank;
     hello.label = peer.substr(0, 64);
     hello.gpu_why = peer;
-    hello.lane_gpus = {nonce, peer.substr(0, 8)};
-    hello.proof = mn::hmac_hex(secret, nonce + ":" + std::to_string(hello.rank));
-    auto back = over_socket(frame(mn::wire::encode(msg::encode(hello))));
-    FUZZ_CHECK(back && accepted(secret, nonce, *back) && msg::decode_hello(*back).value() == hello,
-               "rank %u with the secret refused or changed", hello.rank);
-    // ... and refused under another nonce (a replayed greeting).
-    FUZZ_CHECK(!accepted(secret, nonce + "x", *back), "a greeting was taken for another nonce");
-
-    // A report to a standby with the secret: taken; the hello's challenge
-    // proof is not one (another message, another proof).
-    msg::TakeoverReport report{hello};
-    report.hello.proof = mn::hmac_hex(secret, "takeover:" + std::to_string(hello.rank));
-    auto rf = over_socket(frame(mn::wire::encode(msg::encode(report))));
-    FUZZ_CHECK(rf && report_accepted(secret, *rf) && msg::decode_takeover_report(*rf).value() == report,
-               "a report with the secret refused or changed");
-    FUZZ_CHECK(!report_accepted(secret, msg::encode(msg::TakeoverReport{hello})) || nonce == "takeover",
-               "a hello's proof was taken for a report");
-
-    // A data greeting with the secret: taken for its purpose and rank only.
-    const msg::DataGreeting g{nonce, hello.rank, mn::hmac_hex(secret, "data:" + nonce + ":" + std::to_string(hello.rank))};
-    auto gf = over_socket(frame(mn::wire::encode(msg::encode(g))));
-    FUZZ_CHECK(gf && data_accepted(secret, nonce, hello.rank, *gf), "a data greeting with the secret refused");
-    FUZZ_CHECK(!data_accepted(secret, nonce + "x", hello.rank, *gf) && !data_accepted(secret, nonce, hello.rank + 1, *gf),
-               "a data greeting was taken for another purpose or rank");
+    hello.problems = {nonce, secret};
+    const mn::wire::Fields first = msg::encode(hello);
+    auto cseal = mn::check::connector_seal(secret, k, nonce_a);
+    const std::string bytes = mn::check::knock_bytes(k, first, *cseal);
+    const KnockReading good = mn::check::read_knock(bytes, nonce_a, secret, true);
+    FUZZ_CHECK(good.state == KnockReading::State::Proven, "a knock with the secret was not proven: %s", good.what.c_str());
+    FUZZ_CHECK(good.knock == k, "the knock changed on the way");
+    FUZZ_CHECK(msg::decode_hello(good.first) && msg::decode_hello(good.first).value() == hello,
+               "the first message changed on the way");
+    FUZZ_CHECK(mn::check::read_knock(bytes, hex_of(nonce + "x"), secret, true).state != KnockReading::State::Proven,
+               "a knock was proven under another challenge");
+    for (std::size_t cut : {std::size_t{0}, std::size_t{3}, bytes.size() / 2, bytes.size() - 1})
+        FUZZ_CHECK(mn::check::read_knock(bytes.substr(0, cut), nonce_a, secret, true).state == KnockReading::State::More,
+                   "a prefix of %zu bytes of a good knock was judged", cut);
+    // The acceptor's seal and the connector's agree from here on, once each.
+    const std::string body = mn::wire::encode(msg::encode(msg::Beat{}));
+    const std::string mac = good.seal->close(body);
+    FUZZ_CHECK(cseal->open(body, mac) && !cseal->open(body, mac), "a sealed message was refused, or taken twice");
     return 0;
 }

@@ -91,12 +91,13 @@ void every_decoder(const std::string& bytes) {
     decoder<msg::PairReport>(f, msg::decode_pair_report, "pair_report");
     decoder<msg::GpuRetest>(f, msg::decode_gpu_retest, "gpu_retest");
     decoder<msg::GpuRetestReport>(f, msg::decode_gpu_retest_report, "gpu_retest_report");
-    decoder<msg::DataGreeting>(f, msg::decode_data_greeting, "data");
+    decoder<msg::Knock>(f, msg::decode_knock, "knock");
+    decoder<msg::Welcome>(f, msg::decode_welcome, "welcome");
+    decoder<msg::Refused>(f, msg::decode_refused, "refused");
     decoder<msg::Beat>(f, msg::decode_beat, "beat");
     decoder<msg::Roster>(f, msg::decode_roster, "roster");
     decoder<msg::Superseded>(f, msg::decode_superseded, "superseded");
     decoder<msg::TakeoverReport>(f, msg::decode_takeover_report, "takeover");
-    decoder<msg::TakeoverAck>(f, msg::decode_takeover_ack, "takeover_ack");
     auto lead = msg::decode_from_lead(f);
     if (lead) {
         auto back = msg::decode_from_lead(msg::encode(lead.value()));
@@ -184,7 +185,6 @@ msg::Hello hello_from(Source& s) {
     h.sig.mtu = static_cast<unsigned>(s.bits(32));
     h.ifname = s.text();
     h.problems = s.texts();
-    h.proof = s.text();
     return h;
 }
 
@@ -261,7 +261,8 @@ void built_liveness(Source& s) {
     round_trip(msg::Superseded{static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<int>(s.byte())},
                msg::decode_superseded, "superseded");
     round_trip(msg::TakeoverReport{hello_from(s)}, msg::decode_takeover_report, "takeover");
-    round_trip(msg::TakeoverAck{static_cast<uint32_t>(s.bits(32))}, msg::decode_takeover_ack, "takeover_ack");
+    round_trip(msg::Welcome{static_cast<uint32_t>(s.bits(32))}, msg::decode_welcome, "welcome");
+    round_trip(msg::Refused{s.text()}, msg::decode_refused, "refused");
     // A message from the wrong side is refused, naming what it is.
     const Fields beat = msg::encode(msg::Beat{msg::Stage::Pairs});
     FUZZ_CHECK(msg::decode_from_lead(beat) && msg::decode_from_rank(beat), "a heartbeat goes both ways");
@@ -271,7 +272,9 @@ void built_liveness(Source& s) {
 
 void built_messages(const std::string& bytes) {
     Source s(bytes);
-    round_trip(msg::Challenge{s.text()}, msg::decode_challenge, "challenge");
+    round_trip(msg::Challenge{static_cast<uint32_t>(s.bits(32)), s.text()}, msg::decode_challenge, "challenge");
+    round_trip(msg::Knock{static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint32_t>(s.bits(32)), s.text()},
+               msg::decode_knock, "knock");
     round_trip(hello_from(s), msg::decode_hello, "hello");
     round_trip(msg::Prepare{s.flag(), s.bits(64)}, msg::decode_prepare, "prepare");
     round_trip(plan_from(s), msg::decode_plan, "plan");
@@ -286,8 +289,6 @@ void built_messages(const std::string& bytes) {
                "gpu_retest");
     round_trip(msg::GpuRetestReport{s.rows<double>([&] { return s.real(); }), s.text()},
                msg::decode_gpu_retest_report, "gpu_retest_report");
-    round_trip(msg::DataGreeting{s.text(), static_cast<uint32_t>(s.bits(32)), s.text()}, msg::decode_data_greeting,
-               "data");
     built_liveness(s);
 }
 

@@ -122,7 +122,8 @@ messages = {
     "gpu-retest": {"op": "gpu_retest", **items("colors", ["0,0", "-1,-1", "1,-1"])},
     "gpu-retest-report": {"op": "gpu_retest_report", **items("seconds", ["0.0021,0.0022", "-1,-1", "0.0019,-1"]),
                           "error": ""},
-    "data": {"op": "data", "purpose": "ring", "rank": "2", "proof": "ab" * 32},
+    "knock": {"op": "knock", "v": "2", "purpose": "data:ring", "rank": "2", "nonce": "ab" * 16},
+    "welcome": {"op": "welcome", "rank": "0"}, "refused": {"op": "refused", "reason": "secret"},
     "bad-number": dict(cpu_plan, bytes="12x"), "missing-field": {"op": "prepare", "path": "gpu"},
     # Liveness and takeover (helper/check/liveness.cc, takeover.cc).
     "beat": {"op": "beat", "stage": "collective"},
@@ -130,8 +131,7 @@ messages = {
                **items("standbys", []), "standbys.0.rank": "1", "standbys.0.label": "node1",
                "standbys.0.addr": "10.250.0.11", "standbys.0.port": "41240", "standbys": "1"},
     "superseded": {"op": "superseded", "by": "1", "by_label": "node1", "code": "1"},
-    "takeover": {"op": "takeover", **nested("hello", dict(hello, proof="cd" * 32))},
-    "takeover-ack": {"op": "takeover_ack", "rank": "1"},
+    "takeover": {"op": "takeover", **nested("hello", hello)},
 }
 for name, fields in messages.items():
     put("wire", name, frame(fields))
@@ -139,17 +139,21 @@ for name, data in {"http-probe": b"GET / HTTP/1.1\r\nHost: node0\r\n\r\n", "shor
                    "two-frames": frame(messages["challenge"]) + frame({"op": "hello", "rank": "2"})}.items():
     put("wire", name, data)
 
+# The handshake (helper/check/doorway): a knock sealed as a rank would seal
+# it under this secret and challenge nonce, with its hello; an old
+# protocol's hello; a knock without its MAC; a stranger's probe.
 secret = "4f3c2b1a09f8e7d6c5b4a39281706f5e"
 nonce = "9f86d081884c7d659a2feaa0c55ad015"
-good = dict(hello, proof=hmac.new(secret.encode(), f"{nonce}:1".encode(), hashlib.sha256).hexdigest())
-data_hello = {"op": "data", "purpose": "ring", "rank": "2",
-              "proof": hmac.new(secret.encode(), b"data:ring:2", hashlib.sha256).hexdigest()}
-report = {"op": "takeover", **nested("hello", dict(hello, proof=hmac.new(secret.encode(), b"takeover:1",
-                                                                        hashlib.sha256).hexdigest()))}
-for name, data in {"hello": frame(good), "data": frame(data_hello), "no-proof": frame(hello), "takeover": frame(report),
-                   "long-key": frame({"op": "hello", "rank": "1", "proof": "0" * 64})}.items():
-    key = ("k" * 100 if name == "long-key" else secret).encode()
-    put("handshake", name, key + b"\0" + nonce.encode() + b"\0" + data)
+def sealed(key, seq, fields):
+    body = b"".join(f"{k}={v}\n".encode() for k, v in sorted(fields.items()))
+    mac = hmac.new(key, b"c" + struct.pack(">Q", seq) + body, hashlib.sha256).digest()
+    return struct.pack(">I", len(body) + 32) + body + mac
+knock = {"op": "knock", "v": "2", "purpose": "control", "rank": "1", "nonce": "cd" * 16}
+key = hmac.new(secret.encode(), f"mn-preflight/2\ncontrol\n1\n{nonce}\n{'cd' * 16}".encode(), hashlib.sha256).digest()
+for name, data in {"knock-hello": sealed(key, 0, knock) + sealed(key, 1, hello), "knock": sealed(key, 0, knock),
+                   "old-hello": frame(dict(hello, proof="ab" * 32)), "knock-no-mac": frame(knock),
+                   "probe": b"SSH-2.0-OpenSSH_9.2\r\n"}.items():
+    put("handshake", name, secret.encode() + b"\0" + nonce.encode() + b"\0" + data)
 
 nccl = [
     "vm:2841:2841 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\n",

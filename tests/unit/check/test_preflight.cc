@@ -2,25 +2,9 @@
 #include <set>
 
 #include "lib/check/preflight.h"
-#include "lib/util/sha256.h"
 #include "tests/unit/unit.h"
 
 using namespace mn;
-
-static void sha256_known_vectors(void**) {
-    auto hex = [](const std::array<uint8_t, 32>& d) { return to_hex(d.data(), d.size()); };
-    // FIPS 180-4 examples.
-    assert_str(hex(sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    assert_str(hex(sha256("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    assert_str(hex(sha256("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")),
-               "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    // RFC 4231 test case 2.
-    assert_str(hmac_hex("Jefe", "what do ya want for nothing?"),
-               "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
-    // A key longer than the block is hashed first (RFC 4231 case 6).
-    assert_str(hmac_hex(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First"),
-               "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
-}
 
 static void busbw_as_nccl_tests(void**) {
     assert_true(allreduce_busbw(100, 2) == 100);
@@ -319,7 +303,6 @@ static void ranges(void**) {
 
 int main() {
     const CMUnitTest tests[] = {
-        cmocka_unit_test(sha256_known_vectors),
         cmocka_unit_test(busbw_as_nccl_tests),
         cmocka_unit_test(pair_rounds_cover_every_pair_once),
         cmocka_unit_test(big_jobs_test_ring_neighbours),
