@@ -429,8 +429,11 @@ std::string interface_towards(const std::string& master_addr, const NetworkView&
 }
 
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {
+    // The admin's choice is pinned: a user's tree is read in slurmstepd only
+    // where the site left it open (doc/security.md).
+    if (!site.sysfs_root.empty()) return site.sysfs_root;
     if (auto v = env("MN_NCCL_SYSFS_ROOT"); v && !v->empty()) return *v;
-    return site.sysfs_root.empty() ? "/sys" : site.sysfs_root;
+    return "/sys";
 }
 
 }  // namespace mn
