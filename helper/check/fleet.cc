@@ -177,7 +177,7 @@ void remember(const Step& st, const Lead& l) {
         for (const auto& p : rep.problems)
             if (p.rfind(n.host + ": ", 0) == 0) r.findings.push_back(p.substr(n.host.size() + 2));
         for (const auto& p : rep.notes)
-            if (p.find(n.host + ": ") != std::string::npos) r.findings.push_back(p);
+            if (note_about(p, n.host)) r.findings.push_back(p);
         if (rep.coll.busbw_gbps > 0) r.busbw_gbps = rep.coll.busbw_gbps;
         if (n.pair_busbw) r.pair_busbw_gbps = *n.pair_busbw;
         const std::vector<GpuReadings> none;

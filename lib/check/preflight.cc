@@ -426,4 +426,19 @@ std::string report_json(const PreflightReport& r) {
     return out;
 }
 
+// Whether a note of the report is about this node: it names the node in
+// its own place ("HOST: ...", "HOST rank N: ...", "warning: HOST...", "pair
+// A-B: ..."), not anywhere in its text, so that one host's name inside
+// another's ("node1" in "gpu-node1") or inside quoted text ties nothing.
+bool note_about(std::string note, const std::string& host) {
+    if (note.rfind("warning: ", 0) == 0) note.erase(0, 9);
+    if (note.rfind(host + ": ", 0) == 0 || note.rfind(host + " rank ", 0) == 0 || note.rfind(host + " ", 0) == 0)
+        return true;
+    if (note.rfind("pair ", 0) != 0) return false;
+    const std::size_t colon = note.find(": ");
+    const std::string pair = note.substr(5, colon == std::string::npos ? std::string::npos : colon - 5);
+    return pair.rfind(host + "-", 0) == 0 || (pair.size() > host.size() && pair.compare(pair.size() - host.size() - 1,
+                                                                                      std::string::npos, "-" + host) == 0);
+}
+
 }  // namespace mn

@@ -179,4 +179,8 @@ constexpr std::size_t kPatternTile = std::size_t(7) << 18;
 // "0-3,6" for a rank list.
 std::string rank_ranges(std::vector<uint32_t> ranks);
 
+// Whether a note of the report is about this node, by the node's name in
+// the note's own place (history findings are tied to nodes so).
+bool note_about(std::string note, const std::string& host);
+
 }  // namespace mn

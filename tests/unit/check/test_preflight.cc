@@ -6,6 +6,19 @@
 
 using namespace mn;
 
+static void notes_are_tied_to_a_node_by_its_place(void**) {
+    assert_true(note_about("node1: retested at speed", "node1"));
+    assert_true(note_about("node1 rank 3: stopped answering", "node1"));
+    assert_true(note_about("warning: node1: its software was not read", "node1"));
+    assert_true(note_about("pair node0-node1: timed out", "node0"));
+    assert_true(note_about("pair node0-node1: timed out", "node1"));
+    assert_false(note_about("node10: retested at speed", "node1"));
+    assert_false(note_about("gpu-node1: slow", "node1"));
+    assert_false(note_about("strangers: 3 connections from 10.0.0.1 (node1: fault)", "node1"));
+    assert_false(note_about("pair node0-node10: timed out", "node1"));
+    assert_false(note_about("refused rank 3 for control from 10.0.0.9", "node1"));
+}
+
 static void busbw_as_nccl_tests(void**) {
     assert_true(allreduce_busbw(100, 2) == 100);
     assert_true(allreduce_busbw(100, 4) == 150);
@@ -303,6 +316,7 @@ static void ranges(void**) {
 
 int main() {
     const CMUnitTest tests[] = {
+        cmocka_unit_test(notes_are_tied_to_a_node_by_its_place),
         cmocka_unit_test(busbw_as_nccl_tests),
         cmocka_unit_test(pair_rounds_cover_every_pair_once),
         cmocka_unit_test(big_jobs_test_ring_neighbours),
