@@ -214,6 +214,24 @@ static void gpus_across_sockets_are_warned_and_spread(void**) {
     assert_contains(w[0], "GPU0 (0000:81:00.0) reaches its nearest HCA mlx5_0 only across sockets (SYS)");
 }
 
+// p4d.24xlarge: each GPU pairs with the EFA on its own PCIe bridge, two
+// GPUs per EFA, read through hwloc from the fixture's topology.xml.
+static void p4d_pairs_each_gpu_with_its_efa(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("p4d")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("p4d"), *choice);
+    assert_true(r.known);
+    assert_str(r.note, "nearest chosen HCA");
+    assert_int_equal(r.gpus.size(), 8);
+    const char* efa[] = {"rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"};
+    for (int i = 0; i < 8; ++i) {
+        assert_str(r.gpus[i].hca, efa[i / 2]);
+        assert_true(r.gpus[i].how == Nearness::Pix);
+    }
+    assert_str(r.gpus[2].gpu.busid, "0000:20:1c.0");
+    assert_int_equal(r.warnings.size(), 0);
+}
+
 static void no_candidates_means_no_hca(void**) {
     const auto l = nearest_hcas(load("dgx-h100"), {"mlx5_99"});
     assert_int_equal(l.size(), 8);
@@ -340,6 +358,7 @@ int main() {
         cmocka_unit_test(dgx_h100_pairs_each_gpu_with_its_switch_hca),
         cmocka_unit_test(storage_nics_are_only_numa_near),
         cmocka_unit_test(gpus_across_sockets_are_warned_and_spread),
+        cmocka_unit_test(p4d_pairs_each_gpu_with_its_efa),
         cmocka_unit_test(no_candidates_means_no_hca),
         cmocka_unit_test(garbled_or_missing_topology_is_a_problem_not_a_crash),
         cmocka_unit_test(xml_that_crashes_hwloc_is_a_problem),
