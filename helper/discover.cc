@@ -64,6 +64,7 @@ std::string discover_json(const DiscoverReport& r) {
     for (const auto& g : r.locality.gpus) {
         out += std::string(first ? "" : ",") + "{\"gpu\":" + json_string(g.gpu.name) +
                ",\"busid\":" + json_string(g.gpu.busid) + ",\"hca\":" + (g.hca.empty() ? "null" : json_string(g.hca)) +
+               ",\"level\":" + (g.hca.empty() ? "null" : json_string(level_name(g.how))) +
                ",\"nearness\":" + (g.hca.empty() ? "null" : json_string(to_string(g.how))) + "}";
         first = false;
     }

@@ -4,6 +4,7 @@
 #include "lib/util/text.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -71,6 +72,23 @@ bool all_digits(const std::string& s) {
            std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
+// The last part of DIR/device/driver, a link into /sys/bus/*/drivers:
+// "efa", "mlx5_core"; "" without one. Only the link is read, never followed.
+std::string driver_of(const std::string& root, const std::string& hca) {
+    char buf[256];
+    const ssize_t n = readlink((root + "/class/infiniband/" + hca + "/device/driver").c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return "";
+    const std::string target(buf, static_cast<std::size_t>(n));
+    return target.substr(target.rfind('/') + 1);
+}
+
+// EC2 names the instance type in the DMI product name ("p4d.24xlarge").
+std::string instance_type(const std::string& root) {
+    auto name = read_line(root + "/class/dmi/id/product_name");
+    if (!name || name->size() > 64 || name->find_first_of(" ,;") != std::string::npos) return "";
+    return *name;
+}
+
 void read_port(const std::string& root, RdmaPort& p) {
     const std::string dir = root + "/class/infiniband/" + p.hca + "/ports/" + std::to_string(p.port);
     auto state = read_attribute(dir + "/state");
@@ -86,6 +104,20 @@ void read_port(const std::string& root, RdmaPort& p) {
     if (auto phys = read_line(dir + "/phys_state")) p.phys_state = parse_state(*phys);
     // ibstatus reads a missing link_layer as InfiniBand.
     p.link_layer = read_line(dir + "/link_layer").value_or("InfiniBand");
+    // The kernel calls EFA's link layer "Unknown" (it is neither: AWS's SRD
+    // over the EC2 network); its driver's name says what it is.
+    const std::string driver = driver_of(root, p.hca);
+    p.efa = driver == "efa" || (driver.empty() && p.hca.rfind("rdmap", 0) == 0 && p.link_layer == "Unknown");
+    if (p.efa) {
+        p.instance_type = instance_type(root);
+        // The efa driver reports a rate of its own choosing (4X EDR in the
+        // kernels read); one missing or unlike that is unknown, not a fault.
+        if (auto rate = read_line(dir + "/rate")) p.rate_gbps = parse_rate(*rate).value_or(0);
+        auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net");
+        std::sort(nets.begin(), nets.end(), natural_less);
+        if (!nets.empty()) p.netdev = nets.front();
+        return;
+    }
     if (p.link_layer != "InfiniBand" && p.link_layer != "Ethernet") {
         p.problem = "link_layer '" + p.link_layer + "' is neither InfiniBand nor Ethernet";
         return;
@@ -142,7 +174,8 @@ std::string rate_str(double g) {
 std::string summary(const std::vector<RdmaPort>& ports) {
     std::map<std::string, std::vector<std::string>> by;
     for (const auto& p : ports) {
-        std::string k = p.problem.empty() ? (p.roce() ? "RoCE " : "InfiniBand ") + p.state : "unreadable";
+        std::string k = p.problem.empty() ? (p.efa ? "AWS EFA " : p.roce() ? "RoCE " : "InfiniBand ") + p.state
+                                          : "unreadable";
         by[k].push_back(p.name());
     }
     if (by.empty()) return "no RDMA ports at all";
@@ -212,13 +245,27 @@ std::vector<RdmaPort> read_sysfs_ports(const std::string& root) {
     return out;
 }
 
+namespace {
+
+// AWS: "only p4 and p5 instances support both EFA and NVIDIA GPUDirect
+// RDMA", and there aws-ofi-nccl 1.6 needs FI_EFA_USE_DEVICE_RDMA=1 (later
+// versions set it themselves; it does no harm). Elsewhere it would ask
+// libfabric for RDMA the device lacks. (aws-ofi-nccl's doc/efa-env-var.md)
+bool efa_rdma_instance(const std::string& type) {
+    return type.rfind("p4", 0) == 0 || type.rfind("p5", 0) == 0;
+}
+
+}  // namespace
+
 Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mode) {
     FabricChoice c;
-    std::vector<const RdmaPort*> ib, roce;
+    std::vector<const RdmaPort*> ib, roce, efa;
     for (const auto& p : ports) {
         if (!p.problem.empty()) continue;
         if (p.state != "ACTIVE") continue;
-        if (p.roce()) {
+        if (p.efa) {
+            efa.push_back(&p);
+        } else if (p.roce()) {
             if (p.gid_index && (p.netdev_state.empty() || p.netdev_state == "up")) roce.push_back(&p);
         } else {
             ib.push_back(&p);
@@ -227,15 +274,26 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
     double fastest = 0;
     for (auto* p : ib) fastest = std::max(fastest, p->rate_gbps);
 
-    const bool want_ib = (mode == Mode::Auto || mode == Mode::Ib) && !ib.empty();
-    const bool want_roce = !want_ib && (mode == Mode::Auto || mode == Mode::Roce) && !roce.empty();
-    if (mode == Mode::Ib && ib.empty())
+    const bool want_efa = mode == Mode::Auto && !efa.empty();
+    const bool want_ib = !want_efa && (mode == Mode::Auto || mode == Mode::Ib) && !ib.empty();
+    const bool want_roce = !want_efa && !want_ib && (mode == Mode::Auto || mode == Mode::Roce) && !roce.empty();
+    std::string efa_list;
+    for (auto* p : efa) efa_list += (efa_list.empty() ? "" : ",") + p->name();
+    const Problem efa_instead{"--mn-nccl=" + std::string(to_string(mode)) + ": this node's RDMA is AWS EFA (" +
+                                  efa_list + "), which NCCL reaches through the aws-ofi-nccl plugin, not through its " +
+                                  (mode == Mode::Ib ? "InfiniBand" : "RoCE") + " transport",
+                              "use --mn-nccl=auto"};
+    if (mode == Mode::Ib && ib.empty()) {
+        if (!efa.empty()) return efa_instead;
         return Problem{"--mn-nccl=ib: this node has no ACTIVE InfiniBand port (it has: " + summary(ports) + ")",
                        "use --mn-nccl=auto to take what the node has, or have the admins check the HCAs"};
-    if (mode == Mode::Roce && roce.empty())
+    }
+    if (mode == Mode::Roce && roce.empty()) {
+        if (!efa.empty()) return efa_instead;
         return Problem{"--mn-nccl=roce: this node has no ACTIVE RoCE port with a RoCE v2 IPv4 GID (it has: " +
                            summary(ports) + ")",
                        "use --mn-nccl=auto to take what the node has, or have the admins check the NICs"};
+    }
 
     std::map<unsigned, unsigned> gid_votes;
     for (const auto& p : ports) {
@@ -246,14 +304,19 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
         else if (p.roce() && !p.netdev_state.empty() && p.netdev_state != "up")
             v.reason = "netdev " + p.netdev + " is " + p.netdev_state;
         else if (mode == Mode::Socket) v.reason = "--mn-nccl=socket";
+        else if (want_efa && !p.efa) v.reason = "not EFA, while AWS EFA devices are ACTIVE";
+        else if (!want_efa && p.efa) v.reason = "AWS EFA, which only --mn-nccl=auto takes";
         else if (want_ib && p.roce()) v.reason = "RoCE, while InfiniBand ports are ACTIVE";
         else if (want_ib && p.rate_gbps < fastest)
             v.reason = rate_str(p.rate_gbps) + " Gb/s, slower than the fastest " + rate_str(fastest) + " Gb/s";
         else if (want_roce && !p.roce()) v.reason = "not RoCE";
         else {
             v.chosen = true;
-            v.reason = want_ib ? "ACTIVE InfiniBand, " + rate_str(p.rate_gbps) + " Gb/s"
-                               : "ACTIVE RoCE, GID index " + std::to_string(*p.gid_index);
+            if (want_efa)
+                v.reason = "ACTIVE AWS EFA, " + (p.rate_gbps > 0 ? rate_str(p.rate_gbps) : std::string("?")) + " Gb/s";
+            else
+                v.reason = want_ib ? "ACTIVE InfiniBand, " + rate_str(p.rate_gbps) + " Gb/s"
+                                   : "ACTIVE RoCE, GID index " + std::to_string(*p.gid_index);
             if (p.roce()) ++gid_votes[*p.gid_index];
         }
         c.ports.push_back(v);
@@ -263,7 +326,19 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
     for (const auto& v : c.ports)
         if (v.chosen) hca_list += (hca_list.empty() ? "=" : ",") + v.port.name();
 
-    if (want_ib) {
+    if (want_efa) {
+        // NCCL_IB_* would be read by NCCL's own InfiniBand transport, which
+        // EFA does not serve: the net plugin (libnccl-net.so or
+        // libnccl-net-ofi.so) reaches EFA through libfabric's efa provider.
+        c.fabric = "efa";
+        const std::string type = efa.front()->instance_type;
+        c.env.push_back({"FI_PROVIDER", "efa"});  // aws-ofi-nccl <= 1.5 needs it; later ones pick efa anyway
+        if (efa_rdma_instance(type)) c.env.push_back({"FI_EFA_USE_DEVICE_RDMA", "1"});
+        c.why = std::to_string(efa.size()) + " ACTIVE AWS EFA device" + (efa.size() == 1 ? "" : "s") +
+                (type.empty() ? "" : " on " + type) +
+                ", which NCCL reaches through the aws-ofi-nccl plugin" +
+                (efa_rdma_instance(type) ? " with GPUDirect RDMA" : "");
+    } else if (want_ib) {
         c.fabric = "ib";
         c.env.push_back({"NCCL_IB_HCA", hca_list});
         c.why = "ACTIVE InfiniBand ports at " + rate_str(fastest) + " Gb/s";
@@ -282,6 +357,9 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
     } else {
         c.fabric = "socket";
         c.env.push_back({"NCCL_IB_DISABLE", "1"});
+        // NCCL_IB_DISABLE leaves a net plugin alone: on an EFA node
+        // aws-ofi-nccl would still carry the traffic.
+        if (!efa.empty()) c.env.push_back({"NCCL_NET", "Socket"});
         c.why = mode == Mode::Socket ? "--mn-nccl=socket" : "no usable RDMA port (" + summary(ports) + ")";
     }
     return c;

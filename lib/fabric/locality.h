@@ -8,16 +8,28 @@
 
 namespace mn {
 
-// Nearest first. NCCL's own PIX/PXB, PHB, NODE and SYS levels, roughly.
-enum class Nearness { PcieSwitch, HostBridge, Numa, Socket, AcrossSockets };
+// Nearest first: the levels of `nvidia-smi topo -m` (NVML's
+// nvmlGpuTopologyLevel_t), which NCCL's NCCL_NET_GDR_LEVEL also names.
+enum class Nearness {
+    Pix,   // through at most one PCIe switch
+    Pxb,   // through several PCIe switches, never the host bridge
+    Phb,   // through a PCIe host bridge (one root complex)
+    Node,  // across host bridges within one NUMA node
+    Sys,   // across the SMP interconnect between NUMA nodes or sockets
+};
 
+// "PIX" and "PIX: same PCIe switch" (no comma: the locality line is a
+// comma-separated list that gpu_place reads back).
+const char* level_name(Nearness n);
 std::string to_string(Nearness n);
 
 // A PCI device as hwloc places it.
 struct PciPlace {
     std::string name;   // GPU0 or mlx5_0
     std::string busid;  // 0000:18:00.0
-    // Bridges above the device, host bridge first, as stable ids.
+    // Bridges above the device, host bridge first, as stable ids: each
+    // PCIe port (root port, a switch's upstream and downstream ports) is
+    // a bridge of its own, as hwloc and sysfs show them.
     std::vector<std::string> bridges;
     int numa = -1;     // NUMA node of the nearest CPU-side object, -1 unknown
     int package = -1;  // socket, -1 unknown
@@ -33,16 +45,18 @@ Nearness nearness(const PciPlace& a, const PciPlace& b);
 struct GpuLocality {
     PciPlace gpu;
     std::string hca;  // empty: no candidate HCA on the node
-    Nearness how = Nearness::AcrossSockets;
+    Nearness how = Nearness::Sys;
+    bool across_sockets = false;  // Sys, and the two sit on different packages
 };
 
-// For each GPU the nearest HCA among `candidates` (HCA names; empty = all).
-// Ties go to the HCA serving the fewest GPUs so far, then to natural order,
-// so GPUs spread over equally near HCAs as NCCL spreads its rings.
+// For each GPU the HCA of the nearest level among `candidates` (HCA
+// names; empty = all). Among HCAs of that same level the one serving the
+// fewest GPUs so far wins, then natural order, so GPUs spread over
+// equally near HCAs as NCCL spreads its rings; load never beats a level.
 std::vector<GpuLocality> nearest_hcas(const PciTopology& topo, const std::vector<std::string>& candidates);
 
-// "GPU0>mlx5_0 (same PCIe switch), ..." and a warning for each GPU whose
-// nearest candidate HCA sits across the socket link.
+// "GPU0>mlx5_0 (PIX: same PCIe switch), ..." and a warning for each GPU
+// whose nearest candidate HCA is SYS (across NUMA nodes or sockets).
 std::string locality_summary(const std::vector<GpuLocality>& l);
 std::vector<std::string> locality_warnings(const std::vector<GpuLocality>& l);
 

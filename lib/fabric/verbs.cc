@@ -95,7 +95,11 @@ VerbsListing list_verbs_ports() {
                 r.hca = name;
                 r.port = p;
                 r.state = verbs_state(attr.state);
-                r.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+                // UNSPECIFIED is EFA's (sysfs: "Unknown") and old kernels'
+                // InfiniBand: "" keeps what sysfs says (merge_verbs).
+                r.link_layer = attr.link_layer == IBV_LINK_LAYER_ETHERNET      ? "Ethernet"
+                               : attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+                                                                               : "";
                 r.rate_gbps = verbs_rate_gbps(attr.active_speed, attr.active_width).value_or(0);
                 out.ports.push_back(r);
             }

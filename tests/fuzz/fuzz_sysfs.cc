@@ -63,10 +63,11 @@ std::string lower(std::string s) {
 
 void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
     auto c = mn::choose_fabric(ports, mode);
-    bool any_ib = false, any_roce = false;
+    bool any_ib = false, any_roce = false, any_efa = false;
     for (const auto& p : ports)
         if (p.problem.empty() && p.state == "ACTIVE") {
-            if (!p.roce()) any_ib = true;
+            if (p.efa) any_efa = true;
+            else if (!p.roce()) any_ib = true;
             else if (p.gid_index && (p.netdev_state.empty() || p.netdev_state == "up")) any_roce = true;
         }
     if (!c) {
@@ -78,7 +79,7 @@ void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
     std::string hca_list;
     double fastest = 0;
     for (const auto& p : ports)
-        if (p.problem.empty() && p.state == "ACTIVE" && !p.roce()) fastest = std::max(fastest, p.rate_gbps);
+        if (p.problem.empty() && p.state == "ACTIVE" && !p.roce() && !p.efa) fastest = std::max(fastest, p.rate_gbps);
     std::set<unsigned> gids;
     for (std::size_t i = 0; i < ports.size(); ++i) {
         const auto& v = c->ports[i];
@@ -88,7 +89,9 @@ void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
         FUZZ_CHECK(v.port.problem.empty() && v.port.state == "ACTIVE", "chose %s: state '%s' problem '%s'",
                    v.port.name().c_str(), v.port.state.c_str(), v.port.problem.c_str());
         if (c->fabric == "ib")
-            FUZZ_CHECK(!v.port.roce() && v.port.rate_gbps == fastest, "ib chose %s", v.port.name().c_str());
+            FUZZ_CHECK(!v.port.roce() && !v.port.efa && v.port.rate_gbps == fastest, "ib chose %s", v.port.name().c_str());
+        else if (c->fabric == "efa")
+            FUZZ_CHECK(v.port.efa, "efa chose %s", v.port.name().c_str());
         else if (c->fabric == "roce") {
             FUZZ_CHECK(v.port.roce() && v.port.gid_index, "roce chose %s", v.port.name().c_str());
             gids.insert(*v.port.gid_index);
@@ -102,8 +105,14 @@ void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
     };
     if (c->fabric == "socket") {
         FUZZ_CHECK(hca_list.empty() && env("NCCL_IB_DISABLE") == "1", "socket");
-        FUZZ_CHECK(mode == mn::Mode::Socket || mode == mn::Mode::Off || (!any_ib && (mode == mn::Mode::Ib || !any_roce)),
+        FUZZ_CHECK(mode == mn::Mode::Socket || mode == mn::Mode::Off ||
+                       (!any_ib && !(mode == mn::Mode::Auto && any_efa) && (mode == mn::Mode::Ib || !any_roce)),
                    "socket although usable ports exist in mode %s", mn::to_string(mode));
+    } else if (c->fabric == "efa") {
+        // The net plugin, not NCCL's InfiniBand transport, carries EFA.
+        FUZZ_CHECK(!hca_list.empty() && env("NCCL_IB_HCA") == "<unset>" && env("NCCL_IB_DISABLE") == "<unset>" &&
+                       env("FI_PROVIDER") == "efa",
+                   "efa env");
     } else {
         FUZZ_CHECK(!hca_list.empty() && env("NCCL_IB_HCA") == hca_list, "NCCL_IB_HCA='%s', chosen '%s'",
                    env("NCCL_IB_HCA").c_str(), hca_list.c_str());

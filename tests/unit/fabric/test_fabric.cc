@@ -163,6 +163,79 @@ static void fifo_and_dev_zero_in_the_tree_skip_the_port(void**) {
     assert_int_equal(system(("rm -rf " + std::string(root)).c_str()), 0);
 }
 
+// p4d.24xlarge: four EFA devices whose link layer the kernel calls
+// "Unknown". They are a fabric of their own, reached through aws-ofi-nccl:
+// no NCCL_IB_* and no NCCL_IB_DISABLE, libfabric's efa provider, and
+// GPUDirect RDMA since p4 instances have it.
+static void p4d_takes_its_efa_devices(void**) {
+    const auto ports = read_sysfs_ports(tree("p4d"));
+    assert_int_equal(ports.size(), 4);
+    for (const auto& p : ports) {
+        assert_str(p.problem, "");  // not "neither InfiniBand nor Ethernet"
+        assert_true(p.efa);
+        assert_false(p.roce());
+        assert_str(p.link_layer, "Unknown");
+        assert_true(p.rate_gbps == 100);
+        assert_str(p.instance_type, "p4d.24xlarge");
+    }
+    auto c = choose("p4d", Mode::Auto);
+    assert_str(c.fabric, "efa");
+    assert_str(env_of(c, "FI_PROVIDER"), "efa");
+    assert_str(env_of(c, "FI_EFA_USE_DEVICE_RDMA"), "1");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "<unset>");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "<unset>");
+    assert_str(env_of(c, "NCCL_PROTO"), "<unset>");  // only aws-ofi-nccl <= 1.5 wanted it; it slows later ones
+    assert_int_equal(c.env.size(), 2);
+    assert_str(c.why, "4 ACTIVE AWS EFA devices on p4d.24xlarge, which NCCL reaches through the aws-ofi-nccl plugin "
+                      "with GPUDirect RDMA");
+    for (const char* name : {"rdmap16s27:1", "rdmap32s27:1", "rdmap144s27:1", "rdmap160s27:1"}) {
+        assert_true(verdict(c, name).chosen);
+        assert_str(verdict(c, name).reason, "ACTIVE AWS EFA, 100 Gb/s");
+    }
+}
+
+// EFA known by its name and link layer alone, without a rate or an
+// instance type: still EFA, the rate honestly unknown, no RDMA asked for.
+static void efa_without_driver_link_or_rate(void**) {
+    auto c = choose("efa-bare", Mode::Auto);
+    assert_str(c.fabric, "efa");
+    assert_true(verdict(c, "rdmap0s6:1").chosen);
+    assert_true(verdict(c, "rdmap0s6:1").port.efa);
+    assert_true(verdict(c, "rdmap0s6:1").port.rate_gbps == 0);
+    assert_str(verdict(c, "rdmap0s6:1").reason, "ACTIVE AWS EFA, ? Gb/s");
+    assert_str(env_of(c, "FI_PROVIDER"), "efa");
+    assert_str(env_of(c, "FI_EFA_USE_DEVICE_RDMA"), "<unset>");
+    assert_str(c.why, "1 ACTIVE AWS EFA device, which NCCL reaches through the aws-ofi-nccl plugin");
+    // The name alone does not make an InfiniBand HCA an EFA.
+    assert_false(verdict(c, "rdmap1s6:1").port.efa);
+    assert_false(verdict(c, "rdmap1s6:1").chosen);
+    assert_str(verdict(c, "rdmap1s6:1").reason, "not EFA, while AWS EFA devices are ACTIVE");
+}
+
+static void ib_or_roce_asked_on_an_efa_node(void**) {
+    for (Mode m : {Mode::Ib, Mode::Roce}) {
+        auto c = choose_fabric(read_sysfs_ports(tree("p4d")), m);
+        assert_false(c.ok());
+        assert_contains(c.problem().what, "this node's RDMA is AWS EFA (rdmap16s27:1,rdmap32s27:1,rdmap144s27:1,"
+                                          "rdmap160s27:1), which NCCL reaches through the aws-ofi-nccl plugin");
+        assert_contains(c.problem().what, m == Mode::Ib ? "--mn-nccl=ib:" : "--mn-nccl=roce:");
+        assert_str(c.problem().fix, "use --mn-nccl=auto");
+    }
+    // Sockets asked for: NCCL_IB_DISABLE does not stop the net plugin, NCCL_NET does.
+    auto s = choose("p4d", Mode::Socket);
+    assert_str(s.fabric, "socket");
+    assert_str(env_of(s, "NCCL_NET"), "Socket");
+    assert_str(env_of(s, "NCCL_IB_DISABLE"), "1");
+    assert_str(verdict(s, "rdmap16s27:1").reason, "--mn-nccl=socket");
+    // ... and only there.
+    assert_str(env_of(choose("dgx-h100", Mode::Socket), "NCCL_NET"), "<unset>");
+    // EFA beside an InfiniBand HCA: --mn-nccl=roce still hears about the EFA.
+    auto mixed = read_sysfs_ports(tree("efa-bare"));
+    auto roce = choose_fabric(mixed, Mode::Roce);
+    assert_false(roce.ok());
+    assert_contains(roce.problem().what, "this node's RDMA is AWS EFA (rdmap0s6:1)");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
@@ -177,6 +250,9 @@ int main() {
         cmocka_unit_test(junk_skips_ports_with_a_reason),
         cmocka_unit_test(missing_root_is_no_rdma),
         cmocka_unit_test(forced_classes),
+        cmocka_unit_test(p4d_takes_its_efa_devices),
+        cmocka_unit_test(efa_without_driver_link_or_rate),
+        cmocka_unit_test(ib_or_roce_asked_on_an_efa_node),
     };
     return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr);
 }

@@ -37,14 +37,139 @@ static PciPlace at(const char* name, std::vector<std::string> bridges, int numa,
 
 static void nearness_levels(void**) {
     const auto gpu = at("GPU0", {"host:0000:16", "pci:0000:16:00.0"}, 0, 0);
-    assert_true(nearness(gpu, at("a", {"host:0000:16", "pci:0000:16:00.0"}, 0, 0)) == Nearness::PcieSwitch);
-    assert_true(nearness(gpu, at("b", {"host:0000:16", "pci:0000:16:01.0"}, 0, 0)) == Nearness::HostBridge);
-    assert_true(nearness(gpu, at("c", {"host:0000:40"}, 0, 0)) == Nearness::Numa);
-    assert_true(nearness(gpu, at("d", {"host:0000:40"}, 1, 0)) == Nearness::Socket);
-    assert_true(nearness(gpu, at("e", {"host:0000:c0"}, 1, 1)) == Nearness::AcrossSockets);
+    assert_true(nearness(gpu, at("a", {"host:0000:16", "pci:0000:16:00.0"}, 0, 0)) == Nearness::Pix);
+    assert_true(nearness(gpu, at("b", {"host:0000:16", "pci:0000:16:01.0"}, 0, 0)) == Nearness::Phb);
+    assert_true(nearness(gpu, at("c", {"host:0000:40"}, 0, 0)) == Nearness::Node);
+    // Another NUMA node of the same socket is SYS to nvidia-smi as well.
+    assert_true(nearness(gpu, at("d", {"host:0000:40"}, 1, 0)) == Nearness::Sys);
+    assert_true(nearness(gpu, at("e", {"host:0000:c0"}, 1, 1)) == Nearness::Sys);
     // Unknown NUMA and socket never claim nearness.
-    assert_true(nearness(at("f", {}, -1, -1), at("g", {}, -1, -1)) == Nearness::AcrossSockets);
-    assert_str(to_string(Nearness::PcieSwitch), "same PCIe switch");
+    assert_true(nearness(at("f", {}, -1, -1), at("g", {}, -1, -1)) == Nearness::Sys);
+    assert_str(to_string(Nearness::Pix), "PIX: same PCIe switch");
+    assert_str(level_name(Nearness::Pxb), "PXB");
+    for (auto n : {Nearness::Pix, Nearness::Pxb, Nearness::Phb, Nearness::Node, Nearness::Sys}) {
+        // gpu_place reads the locality line back by its ", " separators.
+        assert_true(to_string(n).find(',') == std::string::npos);
+        assert_int_equal(to_string(n).rfind(level_name(n), 0), 0);
+    }
+    // SYS within one socket is warned as what it is.
+    PciTopology t;
+    t.gpus = {at("GPU0", {"host:0000:16"}, 0, 0)};
+    t.gpus[0].busid = "0000:17:00.0";
+    t.hcas = {at("mlx5_0", {"host:0000:40"}, 1, 0)};
+    const auto w = locality_warnings(nearest_hcas(t, {}));
+    assert_int_equal(w.size(), 1);
+    assert_contains(w[0], "GPU0 (0000:17:00.0) reaches its nearest HCA mlx5_0 only across NUMA nodes (SYS)");
+}
+
+// Bridge ids as hwloc gives them: the host bridge, then every PCIe port on
+// the way down (root port, a switch's upstream port, its downstream port,
+// the next switch's ...). Bus numbers are illustrative.
+static std::vector<std::string> below(std::vector<std::string> above, std::initializer_list<const char*> more) {
+    for (const char* b : more) above.push_back(std::string("pci:") + b);
+    return above;
+}
+
+static const std::vector<std::string> kRootPort = {"host:0000:00", "pci:0000:00:01.1"};
+
+static void nearness_counts_switches_not_shared_bridges(void**) {
+    // Root port, top switch (up 01:00.0, downs 02:xx), two lower switches.
+    const auto top = below(kRootPort, {"0000:01:00.0"});
+    const auto lower_a = below(top, {"0000:02:00.0", "0000:03:00.0"});
+    const auto lower_b = below(top, {"0000:02:08.0", "0000:0a:00.0"});
+    const auto gpu = at("GPU0", below(lower_a, {"0000:04:00.0"}), 0, 0);
+    // Same lower switch, another downstream port: PIX.
+    assert_true(nearness(gpu, at("a", below(lower_a, {"0000:04:10.0"}), 0, 0)) == Nearness::Pix);
+    // The other lower switch shares the top switch only: PXB, although
+    // the two share three bridges (host bridge, root port, the top
+    // switch's upstream port), which the old rule called "same PCIe switch".
+    assert_true(nearness(gpu, at("b", below(lower_b, {"0000:0b:10.0"}), 0, 0)) == Nearness::Pxb);
+    // A NIC on the top switch's own downstream port: still two switches.
+    assert_true(nearness(gpu, at("c", below(top, {"0000:02:10.0"}), 0, 0)) == Nearness::Pxb);
+    // Another root port of the same host bridge: PHB.
+    assert_true(nearness(gpu, at("d", {"host:0000:00", "pci:0000:00:03.1", "pci:0000:20:00.0"}, 0, 0)) ==
+                Nearness::Phb);
+    // Symmetric.
+    assert_true(nearness(at("c", below(top, {"0000:02:10.0"}), 0, 0), gpu) == Nearness::Pxb);
+}
+
+static std::vector<std::string> hca_names(const std::vector<GpuLocality>& l) {
+    std::vector<std::string> out;
+    for (const auto& g : l) out.push_back(g.hca);
+    return out;
+}
+
+// One quadrant of a DGX A100: GPUs 07:00.0 and 0f:00.0, HCAs mlx5_0
+// (0c:00.0) and mlx5_1 (12:00.0) under one root port, as a two-level switch
+// tree in which each GPU shares a lower switch with the HCA NVIDIA pairs it
+// with: GPU 0f:00.0 with mlx5_0, GPU 07:00.0 with mlx5_1. Bus order and
+// name order both point the other way, so only the switch level can get
+// it right (the old rule gave 07:00.0 mlx5_0 and 0f:00.0 mlx5_1).
+static void dgx_a100_quadrant_takes_nvidias_pairs(void**) {
+    const auto top = below(kRootPort, {"0000:01:00.0"});
+    const auto sw_07 = below(top, {"0000:02:00.0", "0000:03:00.0"});
+    const auto sw_0f = below(top, {"0000:02:08.0", "0000:0a:00.0"});
+    PciTopology t;
+    t.gpus = {at("GPU0", below(sw_07, {"0000:04:00.0"}), 3, 0), at("GPU1", below(sw_0f, {"0000:0b:00.0"}), 3, 0)};
+    t.gpus[0].busid = "0000:07:00.0";
+    t.gpus[1].busid = "0000:0f:00.0";
+    t.hcas = {at("mlx5_0", below(sw_0f, {"0000:0b:10.0"}), 3, 0), at("mlx5_1", below(sw_07, {"0000:04:10.0"}), 3, 0)};
+    const auto l = nearest_hcas(t, {});
+    assert_int_equal(l.size(), 2);
+    assert_str(l[0].gpu.busid, "0000:07:00.0");
+    assert_str(l[0].hca, "mlx5_1");
+    assert_true(l[0].how == Nearness::Pix);
+    assert_str(l[1].gpu.busid, "0000:0f:00.0");
+    assert_str(l[1].hca, "mlx5_0");
+    assert_true(l[1].how == Nearness::Pix);
+    assert_str(locality_summary(l), "GPU0>mlx5_1 (PIX: same PCIe switch), GPU1>mlx5_0 (PIX: same PCIe switch)");
+    // With mlx5_1 not chosen, 07:00.0 takes mlx5_0 at the level it really has.
+    const auto only0 = nearest_hcas(t, {"mlx5_0"});
+    assert_str(only0[0].hca, "mlx5_0");
+    assert_true(only0[0].how == Nearness::Pxb);
+    assert_int_equal(locality_warnings(only0).size(), 0);
+}
+
+// A DGX-2 quadrant: a top switch over two lower switches, each with two
+// GPUs and one HCA. The old rule tied all four GPUs over both HCAs and the
+// load tie-break sent GPU1 and GPU2 to the other switch's HCA.
+static void dgx2_quadrant_keeps_gpus_on_their_switch(void**) {
+    const auto top = below(kRootPort, {"0000:01:00.0"});
+    const auto lo = below(top, {"0000:02:00.0", "0000:03:00.0"});
+    const auto hi = below(top, {"0000:02:04.0", "0000:08:00.0"});
+    PciTopology t;
+    t.gpus = {at("GPU0", below(lo, {"0000:04:00.0"}), 0, 0), at("GPU1", below(lo, {"0000:04:04.0"}), 0, 0),
+              at("GPU2", below(hi, {"0000:09:00.0"}), 0, 0), at("GPU3", below(hi, {"0000:09:04.0"}), 0, 0)};
+    t.hcas = {at("mlx5_0", below(lo, {"0000:04:08.0"}), 0, 0), at("mlx5_1", below(hi, {"0000:09:08.0"}), 0, 0)};
+    const auto l = nearest_hcas(t, {});
+    assert_true(hca_names(l) == (std::vector<std::string>{"mlx5_0", "mlx5_0", "mlx5_1", "mlx5_1"}));
+    for (const auto& g : l) assert_true(g.how == Nearness::Pix);
+}
+
+// Three levels: top switch T, middle switch M under it, lower switches L1
+// and L2 under M. mlx5_0 shares L1 with GPU0 and GPU1; mlx5_1 hangs on M,
+// mlx5_2 on T; GPU2 sits on L2, which has no HCA.
+static void three_levels_pair_by_level_then_load(void**) {
+    const auto t_sw = below(kRootPort, {"0000:01:00.0"});
+    const auto m_sw = below(t_sw, {"0000:02:00.0", "0000:03:00.0"});
+    const auto l1 = below(m_sw, {"0000:04:00.0", "0000:05:00.0"});
+    const auto l2 = below(m_sw, {"0000:04:04.0", "0000:0a:00.0"});
+    PciTopology t;
+    t.gpus = {at("GPU0", below(l1, {"0000:06:00.0"}), 0, 0), at("GPU1", below(l1, {"0000:06:04.0"}), 0, 0),
+              at("GPU2", below(l2, {"0000:0b:00.0"}), 0, 0)};
+    t.hcas = {at("mlx5_0", below(l1, {"0000:06:08.0"}), 0, 0), at("mlx5_1", below(m_sw, {"0000:04:08.0"}), 0, 0),
+              at("mlx5_2", below(t_sw, {"0000:02:08.0"}), 0, 0)};
+    assert_true(nearness(t.gpus[0], t.hcas[1]) == Nearness::Pxb);
+    assert_true(nearness(t.gpus[0], t.hcas[2]) == Nearness::Pxb);
+    const auto l = nearest_hcas(t, {});
+    // GPU1 stays on its own switch's mlx5_0, busy or not: load never beats a level.
+    assert_str(l[0].hca, "mlx5_0");
+    assert_str(l[1].hca, "mlx5_0");
+    assert_true(l[1].how == Nearness::Pix);
+    // GPU2 has only PXB HCAs: there the least loaded wins (mlx5_1 over the
+    // busy mlx5_0, and before mlx5_2 by name).
+    assert_str(l[2].hca, "mlx5_1");
+    assert_true(l[2].how == Nearness::Pxb);
 }
 
 static void dgx_h100_pairs_each_gpu_with_its_switch_hca(void**) {
@@ -62,18 +187,18 @@ static void dgx_h100_pairs_each_gpu_with_its_switch_hca(void**) {
     assert_int_equal(l.size(), 8);
     for (int i = 0; i < 8; ++i) {
         assert_str(l[i].hca, "mlx5_" + std::to_string(i));
-        assert_true(l[i].how == Nearness::PcieSwitch);
+        assert_true(l[i].how == Nearness::Pix);
     }
     assert_int_equal(locality_warnings(l).size(), 0);
-    assert_contains(locality_summary(l), "GPU7>mlx5_7 (same PCIe switch)");
+    assert_contains(locality_summary(l), "GPU7>mlx5_7 (PIX: same PCIe switch)");
 }
 
 static void storage_nics_are_only_numa_near(void**) {
     const auto l = nearest_hcas(load("dgx-h100"), {"mlx5_8", "mlx5_9"});
     assert_str(l[0].hca, "mlx5_8");
-    assert_true(l[0].how == Nearness::Numa);
+    assert_true(l[0].how == Nearness::Node);
     assert_str(l[5].hca, "mlx5_9");
-    assert_true(l[5].how == Nearness::Numa);
+    assert_true(l[5].how == Nearness::Node);
 }
 
 static void gpus_across_sockets_are_warned_and_spread(void**) {
@@ -82,10 +207,29 @@ static void gpus_across_sockets_are_warned_and_spread(void**) {
     // Equally far HCAs: one GPU each, not both on mlx5_0.
     assert_str(l[0].hca, "mlx5_0");
     assert_str(l[1].hca, "mlx5_1");
-    assert_true(l[1].how == Nearness::AcrossSockets);
+    assert_true(l[1].how == Nearness::Sys);
+    assert_true(l[1].across_sockets);
     const auto w = locality_warnings(l);
     assert_int_equal(w.size(), 2);
-    assert_contains(w[0], "GPU0 (0000:81:00.0) reaches its nearest HCA mlx5_0 only across sockets");
+    assert_contains(w[0], "GPU0 (0000:81:00.0) reaches its nearest HCA mlx5_0 only across sockets (SYS)");
+}
+
+// p4d.24xlarge: each GPU pairs with the EFA on its own PCIe bridge, two
+// GPUs per EFA, read through hwloc from the fixture's topology.xml.
+static void p4d_pairs_each_gpu_with_its_efa(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("p4d")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("p4d"), *choice);
+    assert_true(r.known);
+    assert_str(r.note, "nearest chosen HCA");
+    assert_int_equal(r.gpus.size(), 8);
+    const char* efa[] = {"rdmap16s27", "rdmap32s27", "rdmap144s27", "rdmap160s27"};
+    for (int i = 0; i < 8; ++i) {
+        assert_str(r.gpus[i].hca, efa[i / 2]);
+        assert_true(r.gpus[i].how == Nearness::Pix);
+    }
+    assert_str(r.gpus[2].gpu.busid, "0000:20:1c.0");
+    assert_int_equal(r.warnings.size(), 0);
 }
 
 static void no_candidates_means_no_hca(void**) {
@@ -207,9 +351,14 @@ int main() {
     const CMUnitTest tests[] = {
         cmocka_unit_test(topology_file_that_is_no_file_is_a_problem),
         cmocka_unit_test(nearness_levels),
+        cmocka_unit_test(nearness_counts_switches_not_shared_bridges),
+        cmocka_unit_test(dgx_a100_quadrant_takes_nvidias_pairs),
+        cmocka_unit_test(dgx2_quadrant_keeps_gpus_on_their_switch),
+        cmocka_unit_test(three_levels_pair_by_level_then_load),
         cmocka_unit_test(dgx_h100_pairs_each_gpu_with_its_switch_hca),
         cmocka_unit_test(storage_nics_are_only_numa_near),
         cmocka_unit_test(gpus_across_sockets_are_warned_and_spread),
+        cmocka_unit_test(p4d_pairs_each_gpu_with_its_efa),
         cmocka_unit_test(no_candidates_means_no_hca),
         cmocka_unit_test(garbled_or_missing_topology_is_a_problem_not_a_crash),
         cmocka_unit_test(xml_that_crashes_hwloc_is_a_problem),

@@ -459,13 +459,13 @@ static void the_launchers_environment(void**) {
 static void explains_each_task(void**) {
     StepPlan p = plan_for(LaunchMode::Task, 2, "0,1");
     p.bus_ids = {"0000:18:00.0", "0000:2a:00.0"};
-    p.locality = "GPU0>mlx5_0 (same PCIe switch), GPU1>mlx5_1 (same PCIe switch)";
+    p.locality = "GPU0>mlx5_0 (PIX: same PCIe switch), GPU1>mlx5_1 (PIX: same PCIe switch)";
     TaskFacts t;
     t.local_id = 1;
     t.global_id = 3;
     read_task_gpus(t, lookup({{"CUDA_VISIBLE_DEVICES", "1"}, {"SLURM_STEP_GPUS", "1"}, {"SLURMD_TRES_BIND", "gpu:per_task:1"}}), p);
     const std::string line = task_explain_line(p, t, "node1");
-    assert_contains(line, "mn_nccl: node1 task 1 (RANK 3): LOCAL_RANK 1 selects GPU 1 [PCI 0000:2a:00.0, nearest HCA mlx5_1 (same PCIe switch)]");
+    assert_contains(line, "mn_nccl: node1 task 1 (RANK 3): LOCAL_RANK 1 selects GPU 1 [PCI 0000:2a:00.0, nearest HCA mlx5_1 (PIX: same PCIe switch)]");
     assert_contains(line, "CUDA_VISIBLE_DEVICES=0,1 (Slurm gave 1)");
     // No NVIDIA GPUs known: the index only.
     p.bus_ids.clear();
