@@ -207,8 +207,11 @@ void judge(PreflightReport& r) {
         // NCCL falling back to sockets on a node with RDMA is the classic
         // silent 10x slowdown.
         if (n.has_rdma() && n.inter_transport.find("Socket") != std::string::npos)
-            blame[n.node].push_back("has " + n.sig.summary() + " but NCCL used " + n.inter_transport +
-                                    " between nodes: check NCCL_IB_HCA, the verbs provider and 'ulimit -l'");
+            blame[n.node].push_back(
+                "has " + n.sig.summary() + " but NCCL used " + n.inter_transport + " between nodes: " +
+                (n.sig.fabric == "efa" ? std::string("check that NCCL loads the aws-ofi-nccl plugin (libnccl-net.so, "
+                                                     "its libfabric with the efa provider) and 'ulimit -l'")
+                                       : std::string("check NCCL_IB_HCA, the verbs provider and 'ulimit -l'")));
         std::vector<double> bw;
         for (const auto& p : r.pairs)
             if ((p.a == n.node || p.b == n.node) && p.error.empty()) bw.push_back(p.busbw_gbps);

@@ -47,7 +47,7 @@ struct NodeReport {
     // Nodes this one only waited on (their failure held it up): evidence
     // that it is not to blame.
     std::vector<std::string> waited_on;
-    bool has_rdma() const { return sig.fabric == "ib" || sig.fabric == "roce"; }
+    bool has_rdma() const { return sig.fabric == "ib" || sig.fabric == "roce" || sig.fabric == "efa"; }
     // Filled by judge().
     std::optional<double> pair_busbw;  // median of its pair tests
     std::string verdict;               // "ok", or what is wrong

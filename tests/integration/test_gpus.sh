@@ -170,7 +170,7 @@ t_explain_pci_and_hca() {
   MN_NCCL_SYSFS_ROOT=$root run srun -N1 -w node1 -n4 --gpus-per-task=1 --mn-nccl --mn-nccl-explain true
   lines '^mn_nccl: node1 task' | sort | sed 's/^/    /'
   [ $RC -eq 0 ] &&
-    has '^mn_nccl: node1 task 2 \(RANK 2\): LOCAL_RANK 2 selects GPU 2 \[PCI 0000:3a:00.0, nearest HCA mlx5_2 \(same PCIe switch\)\]; CUDA_VISIBLE_DEVICES=0,1,2,3 \(Slurm gave 2\)' &&
+    has '^mn_nccl: node1 task 2 \(RANK 2\): LOCAL_RANK 2 selects GPU 2 \[PCI 0000:3a:00.0, nearest HCA mlx5_2 \(PIX: same PCIe switch\)\]; CUDA_VISIBLE_DEVICES=0,1,2,3 \(Slurm gave 2\)' &&
     [ "$(count '^mn_nccl: node1 task [0-3] .*nearest HCA mlx5_[0-3] ')" = 4 ] || { fail "$name" "rc=$RC"; return; }
   pass "$name"
 }

@@ -294,7 +294,7 @@ t_locality() {
   local name="GPU to HCA locality (hwloc XML fixture): in --mn-nccl-explain and discover; across-socket GPUs warned"
   bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
   MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run srun -N2 -n2 --mn-nccl --mn-nccl-explain true
-  local explain_dgx; explain_dgx=$(count 'locality: GPU0>mlx5_0 \(same PCIe switch\), .*GPU7>mlx5_7 \(same PCIe switch\)$')
+  local explain_dgx; explain_dgx=$(count 'locality: GPU0>mlx5_0 \(PIX: same PCIe switch\), .*GPU7>mlx5_7 \(PIX: same PCIe switch\)$')
   MN_NCCL_SYSFS_ROOT=$OUT/sysfs/roce-only run srun -N1 -n1 --mn-nccl --mn-nccl-explain true
   local warned; warned=$(count 'mn_nccl: node0: warning: GPU1 \(0000:82:00.0\) reaches its nearest HCA mlx5_1 only across sockets')
   # Without --mn-nccl-explain, no topology is loaded and nothing is said.
@@ -302,7 +302,7 @@ t_locality() {
   local quiet; quiet=$(count 'across sockets')
   MN_NCCL_SYSFS_ROOT=$OUT/sysfs/roce-only run srun -N1 -n1 --mn-nccl "$TOP/helper/mn-preflight" discover
   [ "$explain_dgx" = 2 ] && [ "$warned" = 1 ] && [ "$quiet" = 0 ] &&
-    has '^  GPU1 +0000:82:00.0 +mlx5_1 +across sockets$' ||
+    has '^  GPU1 +0000:82:00.0 +mlx5_1 +SYS: across NUMA nodes$' ||
     { fail "$name" "explain_dgx=$explain_dgx warned=$warned quiet=$quiet"; return; }
   pass "$name"
 }

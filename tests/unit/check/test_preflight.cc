@@ -175,6 +175,14 @@ static void rdma_node_falling_back_to_sockets_fails(void**) {
     r.nodes[1].inter_transport = "NET/IB";
     judge(r);
     assert_int_equal(r.code, kPass);
+    // AWS EFA: NCCL reaches it through its aws-ofi-nccl plugin; sockets mean the plugin did not load.
+    r.nodes = {node(0, "n0", "efa", "rdmap16s27:1", 100, 0), node(1, "n1", "efa", "rdmap16s27:1", 100, 0)};
+    r.nodes[0].inter_transport = "NET/AWS Libfabric";
+    r.nodes[1].inter_transport = "NET/Socket";
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_str(r.nodes[0].verdict, "ok");
+    assert_contains(r.nodes[1].verdict, "check that NCCL loads the aws-ofi-nccl plugin");
 }
 
 static void transports_from_nccl_log(void**) {
