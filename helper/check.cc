@@ -145,12 +145,11 @@ int run_prolog(const PrologOptions& o) {
     }
     check::remember_prolog(o, host, problems, notes, readings);
     if (o.json) {
-        Json j = {{"host", json_text(host)},
+        const Json j = {{"host", json_text(host)},
                   {"verdict", problems.empty() ? "PASS" : "FAIL"},
                   {"fabric", json_text(fabric)},
                   {"gpus", ga.ok ? ga.devices : 0},
-                  {"problems", Json::array()}};
-        for (const auto& x : problems) j["problems"].push_back(json_text(x));
+                  {"problems", json_texts(problems)}};
         std::fputs(json_line(j).c_str(), stdout);
     } else {
         std::printf("%s\n", line.c_str());

@@ -67,9 +67,9 @@ std::string discover_json(const DiscoverReport& r) {
                         {"hca", g.hca.empty() ? Json(nullptr) : Json(json_text(g.hca))},
                         {"nearness", g.hca.empty() ? Json(nullptr) : Json(json_text(to_string(g.how)))}});
     j["locality"] = {{"known", r.locality.known}, {"note", json_text(r.locality.note)}, {"gpus", std::move(gpus)}};
-    j["warnings"] = Json::array();
-    for (const auto& w : r.choice.warnings) j["warnings"].push_back(json_text(w));
-    for (const auto& w : r.locality.warnings) j["warnings"].push_back(json_text(w));
+    std::vector<std::string> warnings = r.choice.warnings;
+    warnings.insert(warnings.end(), r.locality.warnings.begin(), r.locality.warnings.end());
+    j["warnings"] = json_texts(warnings);
     return json_line(j);
 }
 

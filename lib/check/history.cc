@@ -72,8 +72,7 @@ std::string build_line(const HistoryRecord& r) {
     j["node"] = json_text(r.node);
     j["verdict"] = json_text(r.verdict);
     j["kind"] = json_text(r.kind);
-    j["findings"] = Json::array();
-    for (const auto& f : r.findings) j["findings"].push_back(json_text(f));
+    j["findings"] = json_texts(r.findings);
     if (r.busbw_gbps && std::isfinite(*r.busbw_gbps)) j["busbw_gbps"] = json_number(*r.busbw_gbps);
     if (r.pair_busbw_gbps && std::isfinite(*r.pair_busbw_gbps)) j["pair_busbw_gbps"] = json_number(*r.pair_busbw_gbps);
     if (r.findings_dropped) j["findings_dropped"] = r.findings_dropped;
@@ -555,11 +554,6 @@ std::string history_table(const HistorySummary& summary) {
 }
 
 std::string history_json(const HistorySummary& s) {
-    auto texts = [](const std::vector<std::string>& v) {
-        Json list = Json::array();
-        for (const auto& t : v) list.push_back(json_text(t));
-        return list;
-    };
     Json j;
     j["dir"] = json_text(s.dir);
     j["since"] = s.since;
@@ -582,8 +576,8 @@ std::string history_json(const HistorySummary& s) {
                               {"recent_failures", h.recent_failures},
                               {"drain", h.drain}});
     }
-    j["drain_candidates"] = texts(s.drain_candidates());
-    j["warnings"] = texts(s.warnings);
+    j["drain_candidates"] = json_texts(s.drain_candidates());
+    j["warnings"] = json_texts(s.warnings);
     j["untrusted"] = Json::array();
     for (const UntrustedLines& u : s.untrusted)
         j["untrusted"].push_back({{"node", json_text(u.node)},

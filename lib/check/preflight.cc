@@ -350,11 +350,6 @@ std::string report_table(const PreflightReport& r) {
 }
 
 Json report_object(const PreflightReport& r) {
-    auto texts = [](const std::vector<std::string>& v) {
-        Json list = Json::array();
-        for (const auto& t : v) list.push_back(json_text(t));
-        return list;
-    };
     auto host = [&](uint32_t node) { return json_text(r.nodes.size() > node ? r.nodes[node].host : "?"); };
     Json j;
     j["verdict"] = r.code == kPass ? "PASS" : "FAIL";
@@ -375,7 +370,7 @@ Json report_object(const PreflightReport& r) {
                               {"pair_busbw_gbps", n.pair_busbw ? json_rounded(*n.pair_busbw, 4) : Json(nullptr)},
                               {"inter_transport", json_text(n.inter_transport)},
                               {"verdict", json_text(n.verdict)},
-                              {"waited_on", texts(n.waited_on)}});
+                              {"waited_on", json_texts(n.waited_on)}});
     const CollectiveResult& c = r.coll;
     j["allreduce"] = {{"ran", c.ran},
                       {"path", json_text(c.path)},
@@ -428,9 +423,9 @@ Json report_object(const PreflightReport& r) {
     j["gpu_pairs"] = gpu_list(r.gpu_pairs);
     j["gpu_retests"] = gpu_list(gpu_retests);
     j["gpu_retest_controls"] = gpu_list(gpu_controls);
-    j["problems"] = texts(r.problems);
+    j["problems"] = json_texts(r.problems);
     // What the table prints as "note:" (warnings, suspects the retests cleared).
-    j["notes"] = texts(r.notes);
+    j["notes"] = json_texts(r.notes);
     j["timed_out"] = json_text(r.timed_out);
     return j;
 }

@@ -34,6 +34,12 @@ std::string json_text_bytes(const std::string& utf8) {
     return out;
 }
 
+Json json_texts(const std::vector<std::string>& texts) {
+    Json list = Json::array();
+    for (const auto& t : texts) list.push_back(json_text(t));
+    return list;
+}
+
 Json json_number(double v) {
     if (!std::isfinite(v)) return nullptr;
     if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<int64_t>(v);

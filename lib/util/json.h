@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace mn {
 
@@ -22,6 +23,9 @@ std::string json_text(const std::string& bytes);
 // The bytes back from a string a parser gave (UTF-8): U+0000-U+00FF are
 // that byte again, characters above stay UTF-8.
 std::string json_text_bytes(const std::string& utf8);
+
+// Texts as a JSON array of json_text()s.
+Json json_texts(const std::vector<std::string>& texts);
 
 // A number: whole numbers below 1e15 without a fraction ("400",
 // "1764000000"), others the shortest text that reads back as the same
