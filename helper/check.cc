@@ -145,11 +145,12 @@ int run_prolog(const PrologOptions& o) {
     }
     check::remember_prolog(o, host, problems, notes, readings);
     if (o.json) {
-        std::string p;
-        for (const auto& x : problems) p += (p.empty() ? "" : ",") + json_string(x);
-        std::printf("{\"host\":%s,\"verdict\":\"%s\",\"fabric\":%s,\"gpus\":%d,\"problems\":[%s]}\n",
-                    json_string(host).c_str(), problems.empty() ? "PASS" : "FAIL", json_string(fabric).c_str(),
-                    ga.ok ? ga.devices : 0, p.c_str());
+        const Json j = {{"host", json_text(host)},
+                  {"verdict", problems.empty() ? "PASS" : "FAIL"},
+                  {"fabric", json_text(fabric)},
+                  {"gpus", ga.ok ? ga.devices : 0},
+                  {"problems", json_texts(problems)}};
+        std::fputs(json_line(j).c_str(), stdout);
     } else {
         std::printf("%s\n", line.c_str());
     }

@@ -37,46 +37,41 @@ std::string discover_text(const DiscoverReport& r) {
 }
 
 std::string discover_json(const DiscoverReport& r) {
-    std::string out = "{\"host\":" + json_string(r.host) + ",\"mode\":" + json_string(to_string(r.mode)) +
-                      ",\"sysfs_root\":" + json_string(r.sysfs_root) + ",\"fabric\":" + json_string(r.choice.fabric) +
-                      ",\"why\":" + json_string(r.choice.why) + ",\"fingerprint\":" + json_string(r.fingerprint) +
-                      ",\"env\":{";
-    bool first = true;
-    for (const auto& [k, v] : r.env) {
-        out += (first ? "" : ",") + json_string(k) + ":" + json_string(v);
-        first = false;
-    }
-    out += "},\"ports\":[";
-    first = true;
+    Json j;
+    j["host"] = json_text(r.host);
+    j["mode"] = json_text(to_string(r.mode));
+    j["sysfs_root"] = json_text(r.sysfs_root);
+    j["fabric"] = json_text(r.choice.fabric);
+    j["why"] = json_text(r.choice.why);
+    j["fingerprint"] = json_text(r.fingerprint);
+    j["env"] = Json::object();
+    for (const auto& [k, v] : r.env) j["env"][json_text(k)] = json_text(v);
+    j["ports"] = Json::array();
     for (const auto& v : r.choice.ports) {
         const RdmaPort& p = v.port;
-        out += std::string(first ? "" : ",") + "{\"hca\":" + json_string(p.hca) + ",\"port\":" + std::to_string(p.port) +
-               ",\"state\":" + json_string(p.state) + ",\"link_layer\":" + json_string(p.link_layer) +
-               ",\"rate_gbps\":" + num(p.rate_gbps, -1) + ",\"netdev\":" + json_string(p.netdev) +
-               ",\"mtu\":" + std::to_string(p.mtu) +
-               ",\"gid_index\":" + (p.gid_index ? std::to_string(*p.gid_index) : "null") +
-               ",\"chosen\":" + (v.chosen ? "true" : "false") + ",\"reason\":" + json_string(v.reason) + "}";
-        first = false;
+        j["ports"].push_back({{"hca", json_text(p.hca)},
+                              {"port", p.port},
+                              {"state", json_text(p.state)},
+                              {"link_layer", json_text(p.link_layer)},
+                              {"rate_gbps", json_number(p.rate_gbps)},
+                              {"netdev", json_text(p.netdev)},
+                              {"mtu", p.mtu},
+                              {"gid_index", p.gid_index ? Json(*p.gid_index) : Json(nullptr)},
+                              {"chosen", v.chosen},
+                              {"reason", json_text(v.reason)}});
     }
-    out += "],\"locality\":{\"known\":" + std::string(r.locality.known ? "true" : "false") +
-           ",\"note\":" + json_string(r.locality.note) + ",\"gpus\":[";
-    first = true;
-    for (const auto& g : r.locality.gpus) {
-        out += std::string(first ? "" : ",") + "{\"gpu\":" + json_string(g.gpu.name) +
-               ",\"busid\":" + json_string(g.gpu.busid) + ",\"hca\":" + (g.hca.empty() ? "null" : json_string(g.hca)) +
-               ",\"level\":" + (g.hca.empty() ? "null" : json_string(level_name(g.how))) +
-               ",\"nearness\":" + (g.hca.empty() ? "null" : json_string(to_string(g.how))) + "}";
-        first = false;
-    }
-    out += "]},\"warnings\":[";
-    first = true;
+    Json gpus = Json::array();
+    for (const auto& g : r.locality.gpus)
+        gpus.push_back({{"gpu", json_text(g.gpu.name)},
+                        {"busid", json_text(g.gpu.busid)},
+                        {"hca", g.hca.empty() ? Json(nullptr) : Json(json_text(g.hca))},
+                        {"level", g.hca.empty() ? Json(nullptr) : Json(json_text(level_name(g.how)))},
+                        {"nearness", g.hca.empty() ? Json(nullptr) : Json(json_text(to_string(g.how)))}});
+    j["locality"] = {{"known", r.locality.known}, {"note", json_text(r.locality.note)}, {"gpus", std::move(gpus)}};
     std::vector<std::string> warnings = r.choice.warnings;
     warnings.insert(warnings.end(), r.locality.warnings.begin(), r.locality.warnings.end());
-    for (const auto& w : warnings) {
-        out += (first ? "" : ",") + json_string(w);
-        first = false;
-    }
-    return out + "]}\n";
+    j["warnings"] = json_texts(warnings);
+    return json_line(j);
 }
 
 }  // namespace mn

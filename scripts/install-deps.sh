@@ -11,6 +11,7 @@ pkgs=(
   iproute2 util-linux procps
   python3-torch
   libssl-dev  # mn-preflight's handshake (OpenSSL's libcrypto)
+  nlohmann-json3-dev  # every JSON mn-preflight writes or reads (header-only)
   debhelper dpkg-dev fakeroot  # the .deb
 )
 # The RPM, the libFuzzer build and promtool (tests/integration/test_fleet.sh

@@ -153,23 +153,28 @@ unsigned open_sockets() {
 
 }  // namespace
 
-std::string ControlCost::json(double start) const {
+Json ControlCost::json(double start) const {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     const double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     const wire::Traffic t = wire::traffic();
-    std::string phases;
+    Json phases = Json::object();
     double prev = 0;
     for (const auto& [phase, end] : marks) {
-        phases += (phases.empty() ? "" : ",") + json_string(phase) + ":" + num(end - prev, 4);
+        phases[json_text(phase)] = json_rounded(end - prev, 4);
         prev = end;
     }
-    return ",\"control\":{\"phases_s\":{" + phases + "},\"start_unix\":" + num(start_unix, 6) +
-           ",\"elapsed_s\":" + num(now_s() - start, 4) + ",\"accepted\":" + std::to_string(accepted) +
-           ",\"sockets\":" + std::to_string(open_sockets()) + ",\"messages_sent\":" + std::to_string(t.messages_sent) +
-           ",\"messages_received\":" + std::to_string(t.messages_received) +
-           ",\"bytes_sent\":" + std::to_string(t.bytes_sent) + ",\"bytes_received\":" + std::to_string(t.bytes_received) +
-           ",\"cpu_s\":" + num(cpu, 4) + ",\"max_rss_kib\":" + std::to_string(ru.ru_maxrss) + "}";
+    return {{"phases_s", std::move(phases)},
+            {"start_unix", json_rounded(start_unix, 6)},
+            {"elapsed_s", json_rounded(now_s() - start, 4)},
+            {"accepted", accepted},
+            {"sockets", open_sockets()},
+            {"messages_sent", t.messages_sent},
+            {"messages_received", t.messages_received},
+            {"bytes_sent", t.bytes_sent},
+            {"bytes_received", t.bytes_received},
+            {"cpu_s", json_rounded(cpu, 4)},
+            {"max_rss_kib", ru.ru_maxrss}};
 }
 
 // ---- the watchdog -------------------------------------------------------------
@@ -217,10 +222,12 @@ void start_watchdog(double seconds, const Self& self, bool json) {
         const std::string what = "phase " + watch().phase + " did not finish within --timeout " + num(seconds, -1) +
                                  " s" + (watch().waiting_for.empty() ? "" : "; " + watch().waiting_for);
         if (self.rank == 0) {
-            if (json)
-                std::printf("{\"verdict\":\"FAIL\",\"exit_code\":3,\"timed_out\":%s}\n", json_string(what).c_str());
-            else
+            if (json) {
+                const Json j = {{"verdict", "FAIL"}, {"exit_code", kTimeout}, {"timed_out", json_text(what)}};
+                std::fputs(json_line(j).c_str(), stdout);
+            } else {
                 std::printf("problem: time-out: %s\nFAIL (time-out)\n", what.c_str());
+            }
         } else {
             std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: %s\n", self.label.c_str(), self.rank,
                          what.c_str());

@@ -284,7 +284,7 @@ struct ControlCost {
     double start_unix = 0;                               // the check's start, wall clock
     uint32_t accepted = 0;                               // connections taken on MASTER_PORT
     void mark(const std::string& phase, double start) { marks.push_back({phase, now_s() - start}); }
-    std::string json(double start) const;               // ,"control":{...}
+    nlohmann::ordered_json json(double start) const;    // the "control" object
 };
 
 // What a rank's reply, or its loss, did to one of rank 0's waits

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "helper/check/step.h"
+#include "lib/util/json.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -79,11 +80,15 @@ int verdict(Step& st, Lead& l) {
     judge(rep);
     fail_closed(st, l);
     mark_done();
-    std::string out = st.o.json ? report_json(rep) : report_table(rep);
-    // The control plane's own cost, inside the JSON object (doc/scale.md).
-    if (st.o.json && out.size() > 2) {
+    std::string out;
+    if (!st.o.json) {
+        out = report_table(rep);
+    } else {
+        // The control plane's own cost, inside the JSON object (doc/scale.md).
+        Json j = report_object(rep);
         l.cost.mark("verdict", st.start);
-        out.insert(out.size() - 2, l.cost.json(st.start));
+        j["control"] = l.cost.json(st.start);
+        out = json_line(j);
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);

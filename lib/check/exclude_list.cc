@@ -3,6 +3,8 @@
 #include <cctype>
 #include <map>
 
+#include "lib/util/json.h"
+
 namespace mn {
 namespace {
 
@@ -25,37 +27,25 @@ bool healthy(std::string verdict) {
     return verdict == "ok" || verdict.rfind("waited on ", 0) == 0;
 }
 
-// The JSON string starting at s[i] == '"'; i ends past its closing quote.
-std::string json_text(const std::string& s, std::size_t& i) {
-    std::string out;
-    for (++i; i < s.size() && s[i] != '"'; ++i) {
-        if (s[i] == '\\' && i + 1 < s.size()) {
-            const char c = s[++i];
-            out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
-        } else {
-            out += s[i];
-        }
-    }
-    ++i;
-    return out;
-}
-
-// label -> healthy, from the "nodes" array of mn-preflight --json.
+// label -> healthy, from the "nodes" array of mn-preflight --json: the
+// first line of the output that is such an object (progress lines may
+// come before it).
 void json_rows(const std::string& out, std::vector<std::pair<std::string, bool>>& rows) {
-    std::size_t at = out.find("\"nodes\":[");
-    if (at == std::string::npos) return;
-    const std::size_t end = out.find("],\"allreduce\"", at);
-    std::string host;
-    for (std::size_t i = at; i < out.size() && (end == std::string::npos || i < end);) {
-        if (out.compare(i, 8, "\"host\":\"") == 0) {
-            i += 7;
-            host = json_text(out, i);
-        } else if (out.compare(i, 11, "\"verdict\":\"") == 0) {
-            i += 10;
-            rows.push_back({host, healthy(json_text(out, i))});
-        } else {
-            ++i;
+    for (std::size_t at = 0; at < out.size();) {
+        const std::size_t nl = out.find('\n', at);
+        const std::string line = out.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+        at = nl == std::string::npos ? out.size() : nl + 1;
+        if (line.empty() || line[0] != '{') continue;
+        const Json j = Json::parse(line, nullptr, false);
+        if (!j.is_object() || !j.contains("nodes") || !j["nodes"].is_array()) continue;
+        for (const auto& n : j["nodes"]) {
+            if (!n.is_object() || !n.contains("host") || !n["host"].is_string() || !n.contains("verdict") ||
+                !n["verdict"].is_string())
+                continue;
+            rows.push_back({json_text_bytes(n["host"].get<std::string>()),
+                            healthy(json_text_bytes(n["verdict"].get<std::string>()))});
         }
+        return;
     }
 }
 

@@ -61,36 +61,23 @@ bool HistoryRecord::operator==(const HistoryRecord& o) const {
 
 // ---- Writing a line ---------------------------------------------------------
 
-std::string json_number(double v) {
-    // Whole numbers as integers (unix seconds, byte counts); else the
-    // shortest text that reads back as the same double.
-    char buf[40];
-    if (v == std::floor(v) && std::fabs(v) < 1e15) {
-        std::snprintf(buf, sizeof buf, "%.0f", v);
-        return buf;
-    }
-    for (int p = 1; p <= 17; ++p) {
-        std::snprintf(buf, sizeof buf, "%.*g", p, v);
-        if (std::strtod(buf, nullptr) == v) break;
-    }
-    return buf;
-}
-
 namespace {
 
 std::string build_line(const HistoryRecord& r) {
-    std::string out = "{\"v\":" + std::to_string(r.v) + ",\"job\":" + json_string(r.job) +
-                      ",\"step\":" + json_string(r.step) + ",\"time\":" + std::to_string(r.time) +
-                      ",\"node\":" + json_string(r.node) + ",\"verdict\":" + json_string(r.verdict) +
-                      ",\"kind\":" + json_string(r.kind) + ",\"findings\":[";
-    for (std::size_t i = 0; i < r.findings.size(); ++i) out += (i ? "," : "") + json_string(r.findings[i]);
-    out += "]";
-    if (r.busbw_gbps && std::isfinite(*r.busbw_gbps)) out += ",\"busbw_gbps\":" + json_number(*r.busbw_gbps);
-    if (r.pair_busbw_gbps && std::isfinite(*r.pair_busbw_gbps))
-        out += ",\"pair_busbw_gbps\":" + json_number(*r.pair_busbw_gbps);
-    if (r.findings_dropped) out += ",\"findings_dropped\":" + std::to_string(r.findings_dropped);
-    if (r.truncated) out += ",\"truncated\":true";
-    return out + "}\n";
+    Json j;
+    j["v"] = r.v;
+    j["job"] = json_text(r.job);
+    j["step"] = json_text(r.step);
+    j["time"] = r.time;
+    j["node"] = json_text(r.node);
+    j["verdict"] = json_text(r.verdict);
+    j["kind"] = json_text(r.kind);
+    j["findings"] = json_texts(r.findings);
+    if (r.busbw_gbps && std::isfinite(*r.busbw_gbps)) j["busbw_gbps"] = json_number(*r.busbw_gbps);
+    if (r.pair_busbw_gbps && std::isfinite(*r.pair_busbw_gbps)) j["pair_busbw_gbps"] = json_number(*r.pair_busbw_gbps);
+    if (r.findings_dropped) j["findings_dropped"] = r.findings_dropped;
+    if (r.truncated) j["truncated"] = true;
+    return json_line(j);
 }
 
 // s cut to at most `max` bytes, never inside a UTF-8 sequence, "..." added.
@@ -123,208 +110,35 @@ std::string format_history_line(HistoryRecord r) {
     return line;
 }
 
-// ---- Reading a line: a small strict JSON reader -----------------------------
+// ---- Reading a line ---------------------------------------------------------
 
 namespace {
 
-struct JsonValue {
-    enum Type { Null, Bool, Number, String, Array } type = Null;
-    bool boolean = false;
-    std::string text;  // String: decoded; Number: as written
-    std::vector<JsonValue> items;
-};
-
-class JsonLine {
-public:
-    explicit JsonLine(const std::string& s) : s_(s) {}
-    // The object's members in order; false with error() on anything else.
-    bool object(std::vector<std::pair<std::string, JsonValue>>& out);
-    const std::string& error() const { return err_; }
-
-private:
-    bool fail(const std::string& why) {
-        if (err_.empty()) err_ = why + " at byte " + std::to_string(i_ + 1);
-        return false;
-    }
-    void ws() {
-        while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
-    }
-    bool eat(char c) {
-        ws();
-        if (i_ < s_.size() && s_[i_] == c) {
-            ++i_;
-            return true;
-        }
-        return false;
-    }
-    bool value(JsonValue& v, bool in_array);
-    bool string(std::string& out);
-    bool escape(std::string& out);
-    bool number(std::string& out);
-    bool hex4(unsigned& u);
-
-    const std::string& s_;
-    std::size_t i_ = 0;
-    std::string err_;
-};
-
-bool JsonLine::object(std::vector<std::pair<std::string, JsonValue>>& out) {
-    if (!eat('{')) return fail("not a JSON object");
-    if (!eat('}')) {
-        do {
-            ws();
-            std::string key;
-            if (!string(key)) return fail("a key is not a string");
-            if (!eat(':')) return fail("':' missing");
-            JsonValue v;
-            if (!value(v, false)) return false;
-            for (const auto& m : out)
-                if (m.first == key) return fail("\"" + key + "\" twice");
-            out.push_back({key, std::move(v)});
-        } while (eat(','));
-        if (!eat('}')) return fail("',' or '}' missing");
-    }
-    ws();
-    return i_ == s_.size() || fail("something after the object");
+// nlohmann's message without its "[json.exception.parse_error.101] parse
+// error at line 1, column 5: " head, and the byte it stopped at.
+std::string parse_failure(const Json::exception& e) {
+    std::string what = e.what();
+    const std::size_t id = what.find("] ");
+    if (id != std::string::npos) what.erase(0, id + 2);
+    const std::size_t at = what.find(": ");
+    if (what.compare(0, 12, "parse error ") == 0 && at != std::string::npos) what.erase(0, at + 2);
+    if (const auto* p = dynamic_cast<const Json::parse_error*>(&e)) what += " at byte " + std::to_string(p->byte);
+    return what;
 }
 
-bool JsonLine::value(JsonValue& v, bool in_array) {
-    ws();
-    if (i_ >= s_.size()) return fail("a value missing");
-    const char c = s_[i_];
-    if (c == '"') {
-        v.type = JsonValue::String;
-        return string(v.text);
+std::optional<int64_t> as_integer(const Json& v) {
+    if (v.is_number_unsigned()) {
+        const auto u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+        return static_cast<int64_t>(u);
     }
-    if (c == '[') {
-        if (in_array) return fail("an array in an array");
-        ++i_;
-        v.type = JsonValue::Array;
-        if (eat(']')) return true;
-        do {
-            v.items.emplace_back();
-            if (!value(v.items.back(), true)) return false;
-        } while (eat(','));
-        return eat(']') || fail("',' or ']' missing");
-    }
-    if (c == '{') return fail("an object inside the line's object");
-    for (const char* word : {"true", "false", "null"}) {
-        if (s_.compare(i_, std::strlen(word), word) == 0) {
-            i_ += std::strlen(word);
-            v.type = word[0] == 'n' ? JsonValue::Null : JsonValue::Bool;
-            v.boolean = word[0] == 't';
-            return true;
-        }
-    }
-    v.type = JsonValue::Number;
-    return number(v.text);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    return std::nullopt;
 }
 
-bool JsonLine::string(std::string& out) {
-    if (i_ >= s_.size() || s_[i_] != '"') return false;
-    for (++i_; i_ < s_.size(); ++i_) {
-        const unsigned char c = static_cast<unsigned char>(s_[i_]);
-        if (c == '"') {
-            ++i_;
-            return true;
-        }
-        if (c < 0x20) return fail("a control character in a string");
-        if (c == '\\') {
-            if (!escape(out)) return false;
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return fail("a string without its end");
-}
-
-bool JsonLine::hex4(unsigned& u) {
-    if (i_ + 4 >= s_.size()) return fail("a \\u escape cut short");
-    u = 0;
-    for (int k = 1; k <= 4; ++k) {
-        const char h = s_[i_ + k];
-        const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-        if (d < 0) return fail("a bad \\u escape");
-        u = u * 16 + static_cast<unsigned>(d);
-    }
-    i_ += 4;
-    return true;
-}
-
-// After the backslash. \u0000-\u00ff give that byte back, as json_string()
-// writes every byte it escapes; above, UTF-8.
-bool JsonLine::escape(std::string& out) {
-    if (++i_ >= s_.size()) return fail("a string without its end");
-    const char e = s_[i_];
-    static const char kFrom[] = "\"\\/bfnrt", kTo[] = "\"\\/\b\f\n\r\t";
-    if (e != 'u') {
-        const char* plain = e ? std::strchr(kFrom, e) : nullptr;
-        if (!plain) return fail("a bad escape");
-        out += kTo[plain - kFrom];
-        return true;
-    }
-    unsigned u = 0;
-    if (!hex4(u)) return false;
-    if (u >= 0xD800 && u <= 0xDBFF) {  // a surrogate pair
-        unsigned lo = 0;
-        if (s_.compare(i_ + 1, 2, "\\u") != 0) return fail("a lone surrogate");
-        i_ += 2;
-        if (!hex4(lo) || lo < 0xDC00 || lo > 0xDFFF) return fail("a lone surrogate");
-        u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
-    } else if (u >= 0xDC00 && u <= 0xDFFF) {
-        return fail("a lone surrogate");
-    }
-    if (u < 0x100) {
-        out += static_cast<char>(u);
-    } else if (u < 0x800) {
-        out += static_cast<char>(0xC0 | u >> 6);
-        out += static_cast<char>(0x80 | (u & 0x3F));
-    } else if (u < 0x10000) {
-        out += static_cast<char>(0xE0 | u >> 12);
-        out += static_cast<char>(0x80 | (u >> 6 & 0x3F));
-        out += static_cast<char>(0x80 | (u & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | u >> 18);
-        out += static_cast<char>(0x80 | (u >> 12 & 0x3F));
-        out += static_cast<char>(0x80 | (u >> 6 & 0x3F));
-        out += static_cast<char>(0x80 | (u & 0x3F));
-    }
-    return true;
-}
-
-// JSON's grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-bool JsonLine::number(std::string& out) {
-    const std::size_t start = i_;
-    auto digits = [&] {
-        const std::size_t d = i_;
-        while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-        return i_ > d;
-    };
-    if (i_ < s_.size() && s_[i_] == '-') ++i_;
-    if (i_ < s_.size() && s_[i_] == '0') ++i_;
-    else if (!digits()) return fail("not a JSON value");
-    if (i_ < s_.size() && s_[i_] == '.' && (++i_, !digits())) return fail("a bad number");
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-        ++i_;
-        if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-        if (!digits()) return fail("a bad number");
-    }
-    out = s_.substr(start, i_ - start);
-    return true;
-}
-
-std::optional<int64_t> as_integer(const JsonValue& v) {
-    if (v.type != JsonValue::Number || v.text.find_first_of(".eE") != std::string::npos || v.text.size() > 19)
-        return std::nullopt;
-    errno = 0;
-    const long long n = std::strtoll(v.text.c_str(), nullptr, 10);
-    if (errno == ERANGE) return std::nullopt;
-    return static_cast<int64_t>(n);
-}
-
-std::optional<double> as_double(const JsonValue& v) {
-    if (v.type != JsonValue::Number) return std::nullopt;
-    const double d = std::strtod(v.text.c_str(), nullptr);
+std::optional<double> as_double(const Json& v) {
+    if (!v.is_number()) return std::nullopt;
+    const double d = v.get<double>();
     if (!std::isfinite(d)) return std::nullopt;
     return d;
 }
@@ -333,15 +147,43 @@ std::optional<double> as_double(const JsonValue& v) {
 
 Outcome<HistoryRecord> parse_history_line(const std::string& line, bool* newer_version) {
     if (newer_version) *newer_version = false;
-    std::vector<std::pair<std::string, JsonValue>> members;
-    JsonLine reader(line);
-    if (!reader.object(members)) return Problem{"not a history line: " + reader.error(), ""};
+    // Beyond JSON, the format's shape: one object, each key once, its
+    // values plain or arrays of plain values. What breaks it is kept out of
+    // the document (the callback's false) and refused below.
+    std::string shape;
+    std::vector<std::string> keys;
+    auto check = [&](int depth, Json::parse_event_t event, Json& parsed) {
+        using E = Json::parse_event_t;
+        if (event == E::key && depth == 1) {
+            const std::string& key = parsed.get_ref<const std::string&>();
+            if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+                if (shape.empty()) shape = "\"" + json_text_bytes(key) + "\" twice";
+                return false;
+            }
+            keys.push_back(key);
+        } else if (event == E::object_start && depth > 0) {
+            if (shape.empty()) shape = "an object inside the line's object";
+            return false;
+        } else if (event == E::array_start && depth > 1) {
+            if (shape.empty()) shape = "an array in an array";
+            return false;
+        }
+        return true;
+    };
+    Json j;
+    try {
+        j = Json::parse(line, check);
+    } catch (const Json::exception& e) {
+        return Problem{"not a history line: " + parse_failure(e), ""};
+    }
+    if (!j.is_object()) return Problem{"not a history line: not a JSON object", ""};
+    if (!shape.empty()) return Problem{"not a history line: " + shape, ""};
     HistoryRecord r;
     bool has_v = false, has_time = false, has_node = false, has_verdict = false, has_kind = false;
     auto bad = [](const std::string& key, const std::string& want) {
-        return Problem{"\"" + key + "\" is not " + want, ""};
+        return Problem{"\"" + json_text_bytes(key) + "\" is not " + want, ""};
     };
-    for (const auto& [key, v] : members) {
+    for (const auto& [key, v] : j.items()) {
         if (key == "v") {
             const auto n = as_integer(v);
             if (!n || *n < 1) return bad(key, "a format version");
@@ -352,26 +194,27 @@ Outcome<HistoryRecord> parse_history_line(const std::string& line, bool* newer_v
             }
             has_v = true;
         } else if (key == "job" || key == "step") {
-            if (v.type != JsonValue::String && !as_integer(v)) return bad(key, "a string or an integer");
-            (key == "job" ? r.job : r.step) = v.text;
+            const auto n = as_integer(v);
+            if (!v.is_string() && !n) return bad(key, "a string or an integer");
+            (key == "job" ? r.job : r.step) = n ? std::to_string(*n) : json_text_bytes(v.get<std::string>());
         } else if (key == "time") {
             const auto n = as_integer(v);
             if (!n || *n < 0) return bad(key, "unix seconds");
             r.time = *n;
             has_time = true;
         } else if (key == "node" || key == "verdict" || key == "kind") {
-            if (v.type != JsonValue::String || (key != "verdict" && v.text.empty())) return bad(key, "a name");
-            (key == "node" ? r.node : key == "kind" ? r.kind : r.verdict) = v.text;
+            if (!v.is_string() || (key != "verdict" && v.get_ref<const std::string&>().empty())) return bad(key, "a name");
+            (key == "node" ? r.node : key == "kind" ? r.kind : r.verdict) = json_text_bytes(v.get<std::string>());
             (key == "node" ? has_node : key == "kind" ? has_kind : has_verdict) = true;
         } else if (key == "findings") {
-            if (v.type != JsonValue::Array) return bad(key, "an array of strings");
-            for (const auto& item : v.items) {
-                if (item.type != JsonValue::String) return bad(key, "an array of strings");
-                r.findings.push_back(item.text);
+            if (!v.is_array()) return bad(key, "an array of strings");
+            for (const auto& item : v) {
+                if (!item.is_string()) return bad(key, "an array of strings");
+                r.findings.push_back(json_text_bytes(item.get<std::string>()));
             }
         } else if (key == "busbw_gbps" || key == "pair_busbw_gbps") {
             auto& field = key == "busbw_gbps" ? r.busbw_gbps : r.pair_busbw_gbps;
-            if (v.type == JsonValue::Null) continue;
+            if (v.is_null()) continue;
             field = as_double(v);
             if (!field || *field < 0) return bad(key, "a bandwidth");
         } else if (key == "findings_dropped") {
@@ -379,8 +222,8 @@ Outcome<HistoryRecord> parse_history_line(const std::string& line, bool* newer_v
             if (!n || *n < 0 || *n > 1000000) return bad(key, "a count");
             r.findings_dropped = static_cast<unsigned>(*n);
         } else if (key == "truncated") {
-            if (v.type != JsonValue::Bool) return bad(key, "true or false");
-            r.truncated = v.boolean;
+            if (!v.is_boolean()) return bad(key, "true or false");
+            r.truncated = v.get<bool>();
         }
         // Other keys: added later within format 1, skipped.
     }
@@ -711,37 +554,38 @@ std::string history_table(const HistorySummary& summary) {
 }
 
 std::string history_json(const HistorySummary& s) {
-    std::string out = "{\"dir\":" + json_string(s.dir) + ",\"since\":" + std::to_string(s.since) +
-                      ",\"k\":" + std::to_string(s.k) + ",\"n\":" + std::to_string(s.n) + ",\"nodes\":[";
-    for (std::size_t i = 0; i < s.nodes.size(); ++i) {
-        const NodeHistory& h = s.nodes[i];
-        std::string kinds;
-        for (const auto& [kind, count] : h.failures_by_kind)
-            kinds += (kinds.empty() ? "" : ",") + json_string(kind) + ":" + std::to_string(count);
-        out += std::string(i ? "," : "") + "{\"node\":" + json_string(h.node) +
-               ",\"checks\":" + std::to_string(h.checks) + ",\"failures\":" + std::to_string(h.failures) +
-               ",\"failures_by_kind\":{" + kinds + "},\"last_time\":" + std::to_string(h.last_time) +
-               ",\"last_kind\":" + json_string(h.last_kind) + ",\"last_failure\":" +
-               (h.last_failure_time ? "{\"time\":" + std::to_string(*h.last_failure_time) +
-                                          ",\"verdict\":" + json_string(h.last_failure) + "}"
-                                    : std::string("null")) +
-               ",\"recent_checks\":" + std::to_string(h.recent) +
-               ",\"recent_failures\":" + std::to_string(h.recent_failures) +
-               ",\"drain\":" + (h.drain ? "true" : "false") + "}";
+    Json j;
+    j["dir"] = json_text(s.dir);
+    j["since"] = s.since;
+    j["k"] = s.k;
+    j["n"] = s.n;
+    j["nodes"] = Json::array();
+    for (const NodeHistory& h : s.nodes) {
+        Json kinds = Json::object();
+        for (const auto& [kind, count] : h.failures_by_kind) kinds[json_text(kind)] = count;
+        Json last_failure = nullptr;
+        if (h.last_failure_time) last_failure = {{"time", *h.last_failure_time}, {"verdict", json_text(h.last_failure)}};
+        j["nodes"].push_back({{"node", json_text(h.node)},
+                              {"checks", h.checks},
+                              {"failures", h.failures},
+                              {"failures_by_kind", std::move(kinds)},
+                              {"last_time", h.last_time},
+                              {"last_kind", json_text(h.last_kind)},
+                              {"last_failure", std::move(last_failure)},
+                              {"recent_checks", h.recent},
+                              {"recent_failures", h.recent_failures},
+                              {"drain", h.drain}});
     }
-    out += "],\"drain_candidates\":[";
-    const auto drain = s.drain_candidates();
-    for (std::size_t i = 0; i < drain.size(); ++i) out += (i ? "," : "") + json_string(drain[i]);
-    out += "],\"warnings\":[";
-    for (std::size_t i = 0; i < s.warnings.size(); ++i) out += (i ? "," : "") + json_string(s.warnings[i]);
-    out += "],\"untrusted\":[";
-    for (std::size_t i = 0; i < s.untrusted.size(); ++i) {
-        const UntrustedLines& u = s.untrusted[i];
-        out += std::string(i ? "," : "") + "{\"node\":" + json_string(u.node) + ",\"lines\":" +
-               std::to_string(u.lines) + ",\"failures\":" + std::to_string(u.failures) +
-               ",\"last_time\":" + std::to_string(u.last_time) + ",\"why\":" + json_string(u.why) + "}";
-    }
-    return out + "]}\n";
+    j["drain_candidates"] = json_texts(s.drain_candidates());
+    j["warnings"] = json_texts(s.warnings);
+    j["untrusted"] = Json::array();
+    for (const UntrustedLines& u : s.untrusted)
+        j["untrusted"].push_back({{"node", json_text(u.node)},
+                                  {"lines", u.lines},
+                                  {"failures", u.failures},
+                                  {"last_time", u.last_time},
+                                  {"why", json_text(u.why)}});
+    return json_line(j);
 }
 
 // ---- --since ----------------------------------------------------------------

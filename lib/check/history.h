@@ -51,9 +51,6 @@ struct HistoryRecord {
     bool operator==(const HistoryRecord& o) const;  // the line's fields, not distrust
 };
 
-// The shortest text that reads back as the same double ("0.3816", "1e+300").
-std::string json_number(double v);
-
 // Lines are at most this long, newline included: a write() of up to
 // PIPE_BUF bytes to an O_APPEND file is never interleaved with another's.
 constexpr std::size_t kHistoryLineMax = 4096;

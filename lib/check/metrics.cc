@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lib/util/json.h"
 #include "lib/util/replace_file.h"
 
 namespace mn {
@@ -53,7 +54,7 @@ std::string prom_label_value(const std::string& v) {
 std::string prom_number(double v) {
     if (std::isnan(v)) return "NaN";
     if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-    return json_number(v);
+    return json_number(v).dump();
 }
 
 std::string metrics_file_name(const std::string& node) {

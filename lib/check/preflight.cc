@@ -352,63 +352,68 @@ std::string report_table(const PreflightReport& r) {
     return out;
 }
 
-std::string report_json(const PreflightReport& r) {
-    std::string out = "{\"verdict\":" + json_string(r.code == kPass ? "PASS" : "FAIL") +
-                      ",\"exit_code\":" + std::to_string(r.code) + ",\"elapsed_s\":" + num(r.elapsed, 3) +
-                      (r.disturbed.empty() ? "" : ",\"disturbed\":" + json_string(r.disturbed)) +
-                      ",\"nodes\":[";
-    for (std::size_t i = 0; i < r.nodes.size(); ++i) {
-        const NodeReport& n = r.nodes[i];
-        std::string ranks;
-        for (auto k : n.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(k);
-        out += std::string(i ? "," : "") + "{\"host\":" + json_string(n.host) + ",\"node\":" + std::to_string(n.node) +
-               ",\"ranks\":[" + ranks + "],\"gpus\":" + std::to_string(n.gpus) +
-               ",\"fabric\":" + json_string(n.sig.fabric) + ",\"hcas\":" + json_string(n.sig.hcas) +
-               ",\"rate_gbps\":" + num(n.sig.rate_gbps, -1) + ",\"mtu\":" + std::to_string(n.sig.mtu) +
-               ",\"ifname\":" + json_string(n.ifname) +
-               ",\"pair_busbw_gbps\":" + (n.pair_busbw ? num(*n.pair_busbw, 4) : "null") +
-               ",\"inter_transport\":" + json_string(n.inter_transport) + ",\"verdict\":" + json_string(n.verdict) +
-               ",\"waited_on\":[" + [&] {
-                   std::string w;
-                   for (const auto& h : n.waited_on) w += (w.empty() ? "" : ",") + json_string(h);
-                   return w;
-               }() + "]}";
-    }
+Json report_object(const PreflightReport& r) {
+    auto host = [&](uint32_t node) { return json_text(r.nodes.size() > node ? r.nodes[node].host : "?"); };
+    Json j;
+    j["verdict"] = r.code == kPass ? "PASS" : "FAIL";
+    j["exit_code"] = r.code;
+    j["elapsed_s"] = json_rounded(r.elapsed, 3);
+    if (!r.disturbed.empty()) j["disturbed"] = json_text(r.disturbed);
+    j["nodes"] = Json::array();
+    for (const NodeReport& n : r.nodes)
+        j["nodes"].push_back({{"host", json_text(n.host)},
+                              {"node", n.node},
+                              {"ranks", n.ranks},
+                              {"gpus", n.gpus},
+                              {"fabric", json_text(n.sig.fabric)},
+                              {"hcas", json_text(n.sig.hcas)},
+                              {"rate_gbps", json_number(n.sig.rate_gbps)},
+                              {"mtu", n.sig.mtu},
+                              {"ifname", json_text(n.ifname)},
+                              {"pair_busbw_gbps", n.pair_busbw ? json_rounded(*n.pair_busbw, 4) : Json(nullptr)},
+                              {"inter_transport", json_text(n.inter_transport)},
+                              {"verdict", json_text(n.verdict)},
+                              {"waited_on", json_texts(n.waited_on)}});
     const CollectiveResult& c = r.coll;
-    out += "],\"allreduce\":{\"ran\":" + std::string(c.ran ? "true" : "false") + ",\"path\":" + json_string(c.path) +
-           ",\"ranks\":" + std::to_string(c.nranks) + ",\"bytes\":" + std::to_string(c.bytes) +
-           ",\"iters\":" + std::to_string(c.iters) + ",\"time_ms\":" + num(c.seconds * 1e3, 4) +
-           ",\"algbw_gbps\":" + num(c.algbw_gbps, 4) + ",\"busbw_gbps\":" + num(c.busbw_gbps, 4) +
-           ",\"init_s\":" + num(c.init_seconds, 4) + ",\"correct\":" + (c.correct ? "true" : "false") +
-           ",\"inter_transport\":" + json_string(c.inter_transport) +
-           ",\"intra_transport\":" + json_string(c.intra_transport) + ",\"error\":" + json_string(c.error) +
-           "},\"pairs\":[";
-    // A node pair into `list`, its nodes under the keys ka and kb.
-    auto add_pair = [&](std::string& list, const char* ka, const char* kb, const PairResult& p) {
-        list += std::string(list.empty() ? "" : ",") + "{\"" + ka +
-                "\":" + json_string(r.nodes.size() > p.a ? r.nodes[p.a].host : "?") + ",\"" + kb +
-                "\":" + json_string(r.nodes.size() > p.b ? r.nodes[p.b].host : "?") +
-                ",\"busbw_gbps\":" + num(p.busbw_gbps, 4) + ",\"error\":" + json_string(p.error) + "}";
+    j["allreduce"] = {{"ran", c.ran},
+                      {"path", json_text(c.path)},
+                      {"ranks", c.nranks},
+                      {"bytes", c.bytes},
+                      {"iters", c.iters},
+                      {"time_ms", json_rounded(c.seconds * 1e3, 4)},
+                      {"algbw_gbps", json_rounded(c.algbw_gbps, 4)},
+                      {"busbw_gbps", json_rounded(c.busbw_gbps, 4)},
+                      {"init_s", json_rounded(c.init_seconds, 4)},
+                      {"correct", c.correct},
+                      {"inter_transport", json_text(c.inter_transport)},
+                      {"intra_transport", json_text(c.intra_transport)},
+                      {"error", json_text(c.error)}};
+    // A node pair, its nodes under the keys ka and kb.
+    auto pair = [&](const char* ka, const char* kb, const PairResult& p) {
+        return Json{{ka, host(p.a)}, {kb, host(p.b)}, {"busbw_gbps", json_rounded(p.busbw_gbps, 4)},
+                    {"error", json_text(p.error)}};
     };
-    std::string pairs, retests, controls;
-    for (const PairResult& p : r.pairs) add_pair(pairs, "a", "b", p);
+    j["pairs"] = Json::array();
+    for (const PairResult& p : r.pairs) j["pairs"].push_back(pair("a", "b", p));
     // The retests a verdict may rest on: a = the suspect, b = its partner;
     // and the control pairs timed among them (a is no suspect).
+    j["retests"] = Json::array();
+    j["retest_controls"] = Json::array();
     if (!r.retests.empty()) {
         const RetestPlan plan = plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw);
         for (const PairResult& p : r.retests) {
-            if (is_control(plan, p)) add_pair(controls, "a", "b", p);
-            else add_pair(retests, "suspect", "partner", p);
+            if (is_control(plan, p)) j["retest_controls"].push_back(pair("a", "b", p));
+            else j["retests"].push_back(pair("suspect", "partner", p));
         }
     }
-    out += pairs + "],\"retests\":[" + retests + "],\"retest_controls\":[" + controls;
     auto gpu_list = [&](const std::vector<GpuPairResult>& v) {
-        std::string list;
-        for (std::size_t i = 0; i < v.size(); ++i)
-            list += std::string(i ? "," : "") +
-                    "{\"host\":" + json_string(r.nodes.size() > v[i].node ? r.nodes[v[i].node].host : "?") +
-                    ",\"a\":" + json_string(v[i].gpu_a) + ",\"b\":" + json_string(v[i].gpu_b) +
-                    ",\"busbw_gbps\":" + num(v[i].busbw_gbps, 4) + ",\"error\":" + json_string(v[i].error) + "}";
+        Json list = Json::array();
+        for (const GpuPairResult& p : v)
+            list.push_back({{"host", host(p.node)},
+                            {"a", json_text(p.gpu_a)},
+                            {"b", json_text(p.gpu_b)},
+                            {"busbw_gbps", json_rounded(p.busbw_gbps, 4)},
+                            {"error", json_text(p.error)}});
         return list;
     };
     // Inside nodes: the GPU pairs, those timed again for a suspect GPU or
@@ -418,16 +423,17 @@ std::string report_json(const PreflightReport& r) {
         const GpuRetestPlan plan = plan_gpu_retests(r.gpu_pairs);
         for (const GpuPairResult& p : r.gpu_retests) (is_gpu_control(plan, p) ? gpu_controls : gpu_retests).push_back(p);
     }
-    out += "],\"gpu_pairs\":[" + gpu_list(r.gpu_pairs) + "],\"gpu_retests\":[" + gpu_list(gpu_retests) +
-           "],\"gpu_retest_controls\":[" + gpu_list(gpu_controls);
-    out += "],\"problems\":[";
-    for (std::size_t i = 0; i < r.problems.size(); ++i) out += (i ? "," : "") + json_string(r.problems[i]);
+    j["gpu_pairs"] = gpu_list(r.gpu_pairs);
+    j["gpu_retests"] = gpu_list(gpu_retests);
+    j["gpu_retest_controls"] = gpu_list(gpu_controls);
+    j["problems"] = json_texts(r.problems);
     // What the table prints as "note:" (warnings, suspects the retests cleared).
-    out += "],\"notes\":[";
-    for (std::size_t i = 0; i < r.notes.size(); ++i) out += (i ? "," : "") + json_string(r.notes[i]);
-    out += "],\"timed_out\":" + json_string(r.timed_out) + "}\n";
-    return out;
+    j["notes"] = json_texts(r.notes);
+    j["timed_out"] = json_text(r.timed_out);
+    return j;
 }
+
+std::string report_json(const PreflightReport& r) { return json_line(report_object(r)); }
 
 // Whether a note of the report is about this node: it names the node in
 // its own place ("HOST: ...", "HOST rank N: ...", "warning: HOST...", "pair

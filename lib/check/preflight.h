@@ -3,6 +3,8 @@
 // node, fabric consistency, the verdict and its table and JSON.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -135,6 +137,9 @@ std::vector<SlowGpu> slow_gpus(const std::vector<GpuPairResult>& pairs);
 void judge(PreflightReport& r);
 
 std::string report_table(const PreflightReport& r);
+// The JSON report as an object (mn-preflight adds its "control" cost), and
+// as the line --json prints.
+nlohmann::ordered_json report_object(const PreflightReport& r);
 std::string report_json(const PreflightReport& r);
 
 // The transports in NCCL's INFO log ("Channel 00/0 : 0[0] -> 1[1] [send]

@@ -3,9 +3,9 @@
 // reads it (parse_history_text, parse_history_line, summarise_records),
 // and --since (parse_since). Properties: every line is a record or a
 // warning naming the file and line; a record formats to one line within
-// PIPE_BUF that reads back to the same record (format is idempotent when
-// it had to shorten); the summary's counts agree with the records; a
-// --since that parses is never after now.
+// PIPE_BUF, ASCII only, that reads back to the same record (format is
+// idempotent when it had to shorten); the summary's counts agree with the
+// records; a --since that parses is never after now.
 #include "lib/check/history.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         const std::string line = mn::format_history_line(r);
         FUZZ_CHECK(line.size() <= mn::kHistoryLineMax && line.back() == '\n', "line of %zu bytes", line.size());
         FUZZ_CHECK(line.find('\n') == line.size() - 1, "a newline inside the line");
+        for (unsigned char c : line) FUZZ_CHECK(c < 0x7f, "a byte 0x%02x in the line (ASCII only)", c);
         const auto back = mn::parse_history_line(line.substr(0, line.size() - 1));
         FUZZ_CHECK(back.ok(), "own line refused: %s", back.problem().what.c_str());
         if (!r.truncated && !back->truncated) FUZZ_CHECK(*back == r, "read back differs: %s", line.c_str());

@@ -127,7 +127,7 @@ static void reader_takes_json_as_written_by_others(void**) {
     if (!ok) fail_msg("%s", ok.problem().text().c_str());
     assert_str(ok->job, "4242");
     assert_str(ok->step, "0");
-    assert_str(ok->node, "n\xe9\xf0\x9f\x98\x80");  // \u00XX is that byte, as json_string writes it
+    assert_str(ok->node, "n\xe9\xf0\x9f\x98\x80");  // \u00XX is that byte, as json_text writes it
     assert_false(ok->busbw_gbps.has_value());
     assert_true(ok->pair_busbw_gbps && *ok->pair_busbw_gbps == 1.5e-3);
 }
@@ -354,7 +354,7 @@ static void concurrent_appends_never_tear(void**) {
     assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
 }
 
-// Peers' words reach the line through json_string: no byte of theirs, a
+// Peers' words reach the line through json_text: no byte of theirs, a
 // newline or a control character included, can end the line or start another.
 static void peer_text_cannot_break_a_line(void**) {
     std::string every;
