@@ -201,6 +201,7 @@ struct Doorway::Caller {
     Fd fd;
     std::string peer, nonce, buf;
     Deadline by;
+    double came = 0;  // now_s() at its accept
 };
 
 Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first)
@@ -208,20 +209,29 @@ Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first)
 
 Doorway::~Doorway() = default;
 
+bool Doorway::full() const { return waiting_.size() >= kMaxWaiting && now_s() - waiting_.front()->came < kCutOff; }
+
 void Doorway::accept_new() {
     std::string peer;
-    while (auto c = wire::accept_one(listen_fd_, Deadline::in(0), &peer)) {
-        ++accepted_;
+    while (true) {
+        // Full: the oldest caller is cut off only once it has had its
+        // chance (a rank knocks within milliseconds); whoever comes next
+        // waits in the kernel's backlog meanwhile, in the order they came.
         if (waiting_.size() >= kMaxWaiting) {
+            if (full()) break;
             strangers_.add(waiting_.front()->peer, "cut off while " + std::to_string(kMaxWaiting) +
                                                        " connections waited at once");
             waiting_.erase(waiting_.begin());
         }
+        auto c = wire::accept_one(listen_fd_, Deadline::in(0), &peer);
+        if (!c) break;
+        ++accepted_;
         auto k = std::make_unique<Caller>();
         k->fd = std::move(c.value());
         k->peer = peer;
         k->nonce = fresh_nonce();
         k->by = Deadline::in(kKnockWait);
+        k->came = now_s();
         // A fresh socket's buffer takes a few bytes at once: this never waits.
         if (!msg::send(k->fd.get(), msg::Challenge{msg::kProtocol, k->nonce}, Deadline::in(0.05))) {
             strangers_.add(peer, "closed at once");
@@ -277,7 +287,10 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
 }
 
 std::vector<Guest> Doorway::turn(double wait, const Want& want) {
-    std::vector<pollfd> p{{listen_fd_, POLLIN, 0}};
+    // A full doorway leaves the backlog alone until its oldest caller may be cut off.
+    const bool full_now = full();
+    std::vector<pollfd> p{{full_now ? -1 : listen_fd_, POLLIN, 0}};
+    if (full_now) wait = std::min(wait, std::max(0.0, waiting_.front()->came + kCutOff - now_s()));
     for (const auto& c : waiting_) p.push_back({c->fd.get(), POLLIN, 0});
     // Wake for the first caller's deadline too.
     for (const auto& c : waiting_) wait = std::min(wait, std::max(0.0, c->by.left()));
@@ -298,7 +311,7 @@ std::vector<Guest> Doorway::turn(double wait, const Want& want) {
         still.push_back(std::move(waiting_[i]));
     }
     waiting_ = std::move(still);
-    if (p[0].revents & POLLIN) accept_new();
+    if (!full_now || !full()) accept_new();
     return guests;
 }
 

@@ -12,8 +12,9 @@
 //
 // The acceptor reads whoever connects without blocking, in one poll loop:
 // a short deadline, a small frame limit and a cap on how many wait at once
-// (the oldest is cut off for a newcomer: a rank answers its challenge in
-// milliseconds, a stranger holding a connection does not). What strangers
+// (then the oldest is cut off for the next in the kernel's backlog, once it
+// has waited kCutOff: a rank answers its challenge in milliseconds, a
+// stranger holding a connection does not). What strangers
 // did is counted by address, for one summary line; their bytes are never
 // quoted.
 #pragma once
@@ -66,6 +67,7 @@ constexpr std::size_t kKnockLimit = 1024;        // a knock's body, bytes
 constexpr std::size_t kFirstLimit = 256 * 1024;  // a first message (a hello with its problems), bytes
 constexpr double kKnockWait = 2.0;               // seconds from accept to the whole knock
 constexpr std::size_t kMaxWaiting = 256;         // connections waiting for their knock at once
+constexpr double kCutOff = 0.5;                  // seconds a caller has before a newcomer may cut it off
 
 class Doorway {
 public:
@@ -89,6 +91,8 @@ public:
 
 private:
     struct Caller;
+    // Every place taken by a caller that still has its chance.
+    bool full() const;
     void accept_new();
     // Reads what a caller sent; a guest once its knock (and first message)
     // are whole and wanted; none while it owes more or once it is refused
