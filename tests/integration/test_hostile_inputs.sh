@@ -78,14 +78,14 @@ t_flood_on_master_port() {
   local t0; t0=$(date +%s.%N)
   MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c \
     "[ \$SLURM_PROCID = 0 ] || sleep 2; exec $PF --timeout 20 --history $OUT/hist-flood"
-  local secs; secs=$(echo "$(date +%s.%N) - $t0" | bc)
+  local secs; secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
   stop_stranger
   local notes; notes=$(count '^note: strangers: .* connections from 10\.250\.0\.11 \(')
   [ $RC -eq 0 ] && has '^PASS' && [ "$notes" = 1 ] && [ "$(count '^note: ')" -le 3 ] &&
     ! grep -rq FORGED-BY-STRANGER "$OUT/last" "$OUT/hist-flood" &&
     ! grep -q '"kind":"\(fault\|timeout\)"' "$OUT"/hist-flood/*.jsonl ||
     { fail "$name" "rc=$RC notes=$notes $(tail -1 "$OUT/stranger.log")"; return; }
-  pass "$name ($(printf %.1f "$secs") s; $(sed -n 's/^note: strangers: \([0-9]* connections\).*/\1/p' "$OUT/last"))"
+  pass "$name ($secs s; $(sed -n 's/^note: strangers: \([0-9]* connections\).*/\1/p' "$OUT/last"))"
 }
 
 t_flood_on_data_ports() {
