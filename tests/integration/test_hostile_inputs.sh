@@ -27,11 +27,18 @@ t_topology_xml_that_crashes_hwloc() {
 # it), as predictable as the one the plugin derives from squeue's ids.
 PF=$TOP/helper/mn-preflight
 STRANGER=$TOP/tests/integration/stranger.py
+# nobody cannot read the tree (a release root keeps it under /root) nor $OUT:
+# the script goes to a file of its own that anyone may read.
+STRANGER_COPY=$(mktemp /tmp/mn-stranger.XXXXXX)
+cp "$STRANGER" "$STRANGER_COPY" && chmod 0644 "$STRANGER_COPY"
+trap 'rm -f "$STRANGER_COPY"' EXIT
 as_stranger() {  # NODE CMD...: in NODE's namespace, as nobody, in the background; $STRANGER_PID
   local node=$1; shift
-  ip netns exec "$node" setpriv --reuid=65534 --regid=65534 --clear-groups $PY "$STRANGER" "$@" \
+  ip netns exec "$node" setpriv --reuid=65534 --regid=65534 --clear-groups $PY "$STRANGER_COPY" "$@" \
     >"$OUT/stranger.log" 2>&1 &
   STRANGER_PID=$!
+  sleep 0.3
+  kill -0 "$STRANGER_PID" 2>/dev/null || echo "    (the stranger did not start: $(head -c 300 "$OUT/stranger.log"))"
 }
 stop_stranger() { kill "$STRANGER_PID" 2>/dev/null; wait "$STRANGER_PID" 2>/dev/null; }
 free_port() { echo $((24000 + RANDOM % 4000)); }
