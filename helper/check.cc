@@ -78,7 +78,9 @@ int run_check(const CheckOptions& o) {
     st.work_end = Deadline::in(st.budget.transfers);
     st.end = Deadline::in(st.budget.verdict);
     if (!prepare_self(st)) return kCheckFailed;
-    return st.self.rank == 0 ? lead(st) : follow(st);
+    const int code = st.self.rank == 0 ? lead(st) : follow(st);
+    forget_nccl_log(st);
+    return code;
 }
 
 int run_prolog(const PrologOptions& o) {

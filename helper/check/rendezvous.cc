@@ -172,6 +172,7 @@ void start_setup(Step& st) {
             setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
         }
         st.ga = gpu::probe();
+        if (!st.ga.ok) forget_nccl_log(st);  // the CPU path: no NCCL log to read
     }
     // The node's software, read by one rank of each node (its first task):
     // 8 ranks of a node each loading NCCL and initialising CUDA only to
@@ -259,6 +260,13 @@ void fill_hello(Step& st, uint16_t standby_port) {
 }
 
 }  // namespace
+
+void forget_nccl_log(Step& st) {
+    if (st.nccl_log.empty()) return;
+    std::remove(st.nccl_log.c_str());
+    rmdir(st.nccl_log.substr(0, st.nccl_log.rfind('/')).c_str());
+    st.nccl_log.clear();
+}
 
 bool prepare_self(Step& st) {
     log_start(st.self, st.start);
