@@ -79,7 +79,7 @@ int run_check(const CheckOptions& o) {
     st.end = Deadline::in(st.budget.verdict);
     if (!prepare_self(st)) return kCheckFailed;
     const int code = st.self.rank == 0 ? lead(st) : follow(st);
-    forget_nccl_log(st);
+    forget_nccl_log(st.nccl_log);
     return code;
 }
 

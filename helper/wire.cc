@@ -133,15 +133,6 @@ Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& 
     return Problem{"cannot connect to " + addr + ":" + std::to_string(port) + " (" + last + ")", ""};
 }
 
-std::string local_address(int fd) {
-    sockaddr_in sa{};
-    socklen_t len = sizeof sa;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) return "";
-    char buf[INET_ADDRSTRLEN] = {0};
-    inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
-    return buf;
-}
-
 bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
               const Deadline& d, std::string* err) {
     const char* s = static_cast<const char*>(send);
@@ -250,26 +241,25 @@ bool Seal::open(const std::string& body, const std::string& m) {
     return true;
 }
 
-namespace {
-
-std::string length_prefix(std::size_t n) {
-    return {static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8), static_cast<char>(n)};
-}
-
 uint32_t length_of(const std::string& buf) {
     const auto* b = reinterpret_cast<const unsigned char*>(buf.data());
     return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
 }
 
-}  // namespace
-
-bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal) {
+std::string frame(const Fields& f, Seal* seal) {
     std::string body = encode(f);
     if (seal) body += seal->close(body);
-    const std::string frame = length_prefix(body.size()) + body;
+    const std::size_t n = body.size();
+    return std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
+                       static_cast<char>(n)} +
+           body;
+}
+
+bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal) {
+    const std::string bytes = frame(f, seal);
     g_msgs_out += 1;
-    g_bytes_out += frame.size();
-    return send_all(fd, frame.data(), frame.size(), d);
+    g_bytes_out += bytes.size();
+    return send_all(fd, bytes.data(), bytes.size(), d);
 }
 
 Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used) {

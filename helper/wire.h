@@ -58,8 +58,6 @@ Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound);
 Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer);
 // Connects, retrying while the peer is not listening yet.
 Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d);
-// The local address of a connected socket (the interface that reaches the peer).
-std::string local_address(int fd);
 
 bool send_all(int fd, const void* data, std::size_t n, const Deadline& d);
 bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);
@@ -101,6 +99,9 @@ private:
 constexpr std::size_t kMaxMessage = 1u << 20;
 
 // With a seal, the frame is length, body, MAC (the length counts both).
+std::string frame(const Fields& f, Seal* seal = nullptr);  // the bytes send_msg sends (sealing advances seal)
+// The length at the front of a frame (buf holds at least 4 bytes).
+uint32_t length_of(const std::string& buf);
 bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal = nullptr);
 std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal = nullptr,
                                std::size_t limit = kMaxMessage);

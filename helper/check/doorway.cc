@@ -18,11 +18,6 @@ namespace {
 
 constexpr char kAcceptor = 'a', kConnector = 'c';
 
-uint32_t length_of(const std::string& b) {
-    const auto* p = reinterpret_cast<const unsigned char*>(b.data());
-    return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-
 // Purposes are the program's own words: "control", "takeover", "data:ring".
 bool plain_word(const std::string& s) {
     if (s.empty() || s.size() > 64) return false;
@@ -58,7 +53,7 @@ std::optional<wire::Fields> recv_sealed(int fd, const Deadline& d, wire::Seal& s
         *err = "the connection closed or time ran out";
         return std::nullopt;
     }
-    const uint32_t n = length_of(len);
+    const uint32_t n = wire::length_of(len);
     if (n > limit + wire::Seal::kMacBytes) {
         *err = "a frame of " + std::to_string(n) + " bytes";
         *forged = true;
@@ -138,17 +133,9 @@ std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg:
 }
 
 std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Fields>& first, wire::Seal& seal) {
-    auto framed = [&](const wire::Fields& f) {
-        std::string body = wire::encode(f);
-        body += seal.close(body);
-        const std::size_t n = body.size();
-        return std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
-                           static_cast<char>(n)} +
-               body;
-    };
     // In order: each frame takes the seal's next sequence number.
-    std::string out = framed(msg::encode(k));
-    if (first) out += framed(*first);
+    std::string out = wire::frame(msg::encode(k), &seal);
+    if (first) out += wire::frame(*first, &seal);
     return out;
 }
 
@@ -161,7 +148,7 @@ KnockReading read_knock(const std::string& buf, const std::string& nonce_a, cons
         return r;
     };
     if (buf.size() < 4) return r;
-    const uint32_t n = length_of(buf);
+    const uint32_t n = wire::length_of(buf);
     // Protocol 1 answered its challenge with an unsealed hello of any size.
     if (n > kFirstLimit) return stranger("sent what is not mn-preflight's");
     if (buf.size() < 4 + std::size_t(n)) return r;

@@ -161,18 +161,15 @@ void start_setup(Step& st) {
     if (st.o.path != "cpu") {
         // In a directory of its own (0700, mkdtemp): nobody else can put a
         // link or a file of theirs where NCCL writes and this rank reads back.
-        std::string dir = std::string(std::getenv("TMPDIR") && *std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
-                          "/mn-preflight.XXXXXX";
-        if (mkdtemp(dir.data())) st.nccl_log = dir + "/nccl.log";
-    }
-    if (st.o.path != "cpu") {
-        if (!st.nccl_log.empty()) {
+        std::string dir = env_or("TMPDIR", "/tmp") + "/mn-preflight.XXXXXX";
+        if (mkdtemp(dir.data())) {
+            st.nccl_log = dir + "/nccl.log";
             setenv("NCCL_DEBUG", "INFO", 1);
             setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
             setenv("NCCL_DEBUG_FILE", st.nccl_log.c_str(), 1);
         }
         st.ga = gpu::probe();
-        if (!st.ga.ok) forget_nccl_log(st);  // the CPU path: no NCCL log to read
+        if (!st.ga.ok) forget_nccl_log(st.nccl_log);  // the CPU path: no NCCL log to read
     }
     // The node's software, read by one rank of each node (its first task):
     // 8 ranks of a node each loading NCCL and initialising CUDA only to
@@ -261,11 +258,11 @@ void fill_hello(Step& st, uint16_t standby_port) {
 
 }  // namespace
 
-void forget_nccl_log(Step& st) {
-    if (st.nccl_log.empty()) return;
-    std::remove(st.nccl_log.c_str());
-    rmdir(st.nccl_log.substr(0, st.nccl_log.rfind('/')).c_str());
-    st.nccl_log.clear();
+void forget_nccl_log(std::string& path) {
+    if (path.empty()) return;
+    std::remove(path.c_str());
+    rmdir(path.substr(0, path.rfind('/')).c_str());
+    path.clear();
 }
 
 bool prepare_self(Step& st) {

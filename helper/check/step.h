@@ -414,7 +414,7 @@ constexpr double kPassPause = 0.02;
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc
 bool prepare_self(Step& st);                // every rank: facts, GPU set-up started, data port
-void forget_nccl_log(Step& st);             // NCCL's log and its private directory, removed
+void forget_nccl_log(std::string& path);    // NCCL's log and its private directory, removed; path cleared
 bool join(Step& st, Follower& f);           // rank != 0: connect, prove the secret, say hello
 bool gather(Step& st, Lead& l);             // rank 0: every rank arrives
 // The report's nodes, in NODE_RANK order, from the hellos of the ranks
