@@ -29,18 +29,6 @@ HistoryRecord record(const std::string& node, int64_t time, const std::string& k
     return r;
 }
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/mn-history-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    if (!d) fail_msg("mkdtemp");
-    return d;
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 static void verdict_kinds_from_judges_words(void**) {
@@ -282,7 +270,7 @@ static void since_takes_seconds_and_durations(void**) {
 }
 
 static void append_makes_dir_and_file_readable(void**) {
-    const std::string root = temp_dir();
+    const std::string root = scratch_dir("history");
     const std::string dir = root + "/var/history";
     const mode_t old = umask(077);  // a strict umask must not hide the history from admins
     const auto path = append_history(dir, record("node1", 10, "ok", "ok"));
@@ -314,7 +302,7 @@ static void append_makes_dir_and_file_readable(void**) {
 
 // 20 processes, 50 lines each, one file: every line whole, none lost.
 static void concurrent_appends_never_tear(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("history");
     constexpr int kProcs = 20, kLines = 50;
     std::vector<pid_t> pids;
     for (int p = 0; p < kProcs; ++p) {
@@ -338,7 +326,7 @@ static void concurrent_appends_never_tear(void**) {
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    const std::string text = read_file(dir + "/node1.jsonl");
+    const std::string text = file_text(dir + "/node1.jsonl");
     std::vector<std::string> warnings;
     const auto recs = parse_history_text("node1.jsonl", text, warnings);
     for (const auto& w : warnings) print_message("%s\n", w.c_str());
@@ -422,7 +410,7 @@ static void summary_of_a_directory_others_write(void**) {
     if (geteuid() != 0) skip();  // chown to another user needs root
     const passwd* nobody = getpwnam("nobody");
     if (!nobody) skip();
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("history");
     const std::string bad_a = format_history_line(record("node2", 100, "fault", "forged a"));
     const std::string bad_b = format_history_line(record("node2", 200, "fault", "forged b"));
     // node1's own file (root's, 0644) holds two forged lines for node2.
@@ -448,14 +436,14 @@ static void summary_of_a_directory_others_write(void**) {
     assert_int_equal(mkfifo((dir + "/fifo.jsonl").c_str(), 0666), 0);
     assert_int_equal(symlink("/dev/zero", (dir + "/zero.jsonl").c_str()), 0);
     assert_int_equal(mkdir((dir + "/sub.jsonl").c_str(), 0755), 0);
-    const std::string elsewhere = temp_dir();
+    const std::string elsewhere = scratch_dir("history");
     {
         std::ofstream out(elsewhere + "/node5.jsonl");
         out << format_history_line(record("node5", 100, "fault", "x")) << format_history_line(record("node5", 200, "fault", "y"));
     }
     assert_int_equal(symlink((elsewhere + "/node5.jsonl").c_str(), (dir + "/node5.jsonl").c_str()), 0);
 
-    alarm(20);  // a blocked read ends the test (SIGALRM) instead of make check
+    fail_if_blocked(20);
     const auto s = summarise(dir, 0, 2, 3);
     alarm(0);
     if (!s) fail_msg("%s", s.problem().text().c_str());
@@ -481,16 +469,16 @@ static void summary_of_a_directory_others_write(void**) {
 // (the victim keeps its text), never blocked by a FIFO, never into a file
 // a user made (its lines would not be trusted, and it is theirs).
 static void append_never_follows_waits_or_writes_anothers_file(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("history");
     const std::string victim = dir + "/victim";
     std::ofstream(victim) << "root:secret\n";
     assert_int_equal(symlink(victim.c_str(), (dir + "/node1.jsonl").c_str()), 0);
     const auto linked = append_history(dir, record("node1", 10, "fault", "x"));
     assert_false(linked.ok());
     assert_contains(linked.problem().what, dir + "/node1.jsonl is a symbolic link, not a regular file");
-    assert_str(read_file(victim), "root:secret\n");
+    assert_str(file_text(victim), "root:secret\n");
     assert_int_equal(mkfifo((dir + "/node2.jsonl").c_str(), 0666), 0);
-    alarm(10);  // a blocked open ends the test instead of make check
+    fail_if_blocked(10);
     const auto fifo = append_history(dir, record("node2", 10, "fault", "x"));
     alarm(0);
     assert_false(fifo.ok());
@@ -504,7 +492,7 @@ static void append_never_follows_waits_or_writes_anothers_file(void**) {
             assert_false(w.ok());
             assert_contains(w.problem().what, theirs + " belongs to uid " + std::to_string(nobody->pw_uid));
             assert_contains(w.problem().fix, "remove it");
-            assert_str(read_file(theirs), "");
+            assert_str(file_text(theirs), "");
         }
     }
     assert_int_equal(system(("rm -rf " + dir).c_str()), 0);

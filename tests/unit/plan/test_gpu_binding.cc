@@ -485,18 +485,12 @@ static void explains_each_task(void**) {
 
 // ---- the node's own files ----
 
-static std::string temp_dir() {
-    char tmpl[] = "/tmp/mn-gpuprobe.XXXXXX";
-    if (!mkdtemp(tmpl)) fail_msg("mkdtemp");
-    return tmpl;
-}
-
 static void write(const std::string& path, const std::string& text) {
     std::ofstream(path) << text;
 }
 
 static void reads_bus_ids_from_sysfs(void**) {
-    const std::string root = temp_dir(), drv = root + "/bus/pci/drivers/nvidia";
+    const std::string root = scratch_dir("gpuprobe"), drv = root + "/bus/pci/drivers/nvidia";
     assert_int_equal(system(("mkdir -p " + drv + "/0000:2a:00.0 " + drv + "/0000:18:00.0 " + drv + "/0000:05:00.0 " + drv + "/module").c_str()), 0);
     write(drv + "/0000:2a:00.0/class", "0x030200\n");
     write(drv + "/0000:18:00.0/class", "0x030000\n");
@@ -518,7 +512,7 @@ static void reads_bus_ids_from_sysfs(void**) {
 // A tree the user names (MN_NCCL_SYSFS_ROOT) or a launcher config path:
 // a FIFO or a link to /dev/zero reads as nothing, at once, in slurmstepd.
 static void files_of_the_user_never_hang_or_exhaust(void**) {
-    const std::string root = temp_dir(), drv = root + "/bus/pci/drivers/nvidia";
+    const std::string root = scratch_dir("gpuprobe"), drv = root + "/bus/pci/drivers/nvidia";
     assert_int_equal(system(("mkdir -p " + drv + "/0000:18:00.0 " + drv + "/0000:2a:00.0").c_str()), 0);
     assert_int_equal(mkfifo((drv + "/0000:18:00.0/class").c_str(), 0644), 0);
     assert_int_equal(symlink("/dev/zero", (drv + "/0000:2a:00.0/class").c_str()), 0);

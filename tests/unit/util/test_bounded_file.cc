@@ -16,30 +16,12 @@ using namespace mn;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/mn-bounded-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    if (!d) fail_msg("mkdtemp");
-    return d;
-}
-
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// A reader that blocks fails the test in seconds instead of hanging make check.
-void die_on_hang(int) {
-    static const char msg[] = "test_bounded_file: a read blocked\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
-void cleanup(const std::string& dir) {
-    if (system(("rm -rf " + dir).c_str()) != 0) fail_msg("rm -rf %s", dir.c_str());
-}
 
 }  // namespace
 
 static void regular_file_read_with_owner_and_mode(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     write(dir + "/state", "4: ACTIVE\n");
     chmod((dir + "/state").c_str(), 0640);
     const auto f = read_bounded_file(dir + "/state", 64);
@@ -51,40 +33,38 @@ static void regular_file_read_with_owner_and_mode(void**) {
     assert_str(*read_bounded_text(dir + "/state", 10), "4: ACTIVE\n");
     write(dir + "/empty", "");
     assert_str(*read_bounded_text(dir + "/empty", 0), "");
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void fifo_is_refused_without_waiting(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     const std::string fifo = dir + "/rate";
     assert_int_equal(mkfifo(fifo.c_str(), 0644), 0);
-    signal(SIGALRM, die_on_hang);
-    alarm(10);
+    fail_if_blocked(10);
     const auto f = read_bounded_file(fifo, 4096);
     alarm(0);
     assert_false(f.ok());
     assert_contains(f.problem().what, fifo + " is a FIFO, not a regular file");
     assert_contains(f.problem().fix, "regular file");
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void link_to_dev_zero_is_refused_not_read(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     const std::string link = dir + "/class";
     assert_int_equal(symlink("/dev/zero", link.c_str()), 0);
-    signal(SIGALRM, die_on_hang);
-    alarm(10);
+    fail_if_blocked(10);
     const auto f = read_bounded_file(link, 1 << 16);
     alarm(0);
     assert_false(f.ok());
     assert_contains(f.problem().what, link + " is a character device, not a regular file");
     // The device itself, named directly.
     assert_contains(read_bounded_file("/dev/zero", 16).problem().what, "character device");
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void file_over_the_limit_is_too_large(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     const std::string big = dir + "/topology.xml";
     write(big, std::string(100000, 'x'));
     const auto f = read_bounded_file(big, 65536);
@@ -92,19 +72,19 @@ static void file_over_the_limit_is_too_large(void**) {
     assert_contains(f.problem().what, big + " is larger than 65536 bytes");
     assert_false(read_bounded_text(big, 99999).has_value());  // one byte over
     assert_int_equal(read_bounded_text(big, 100000)->size(), 100000);
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void directory_is_refused(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     const auto f = read_bounded_file(dir, 4096);
     assert_false(f.ok());
     assert_contains(f.problem().what, dir + " is a directory, not a regular file");
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void link_is_followed_only_where_allowed(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("bounded");
     write(dir + "/real.jsonl", "line\n");
     const std::string link = dir + "/node1.jsonl";
     assert_int_equal(symlink((dir + "/real.jsonl").c_str(), link.c_str()), 0);
@@ -118,7 +98,7 @@ static void link_is_followed_only_where_allowed(void**) {
     const std::string via = dir + "/via";
     assert_int_equal(symlink(dir.c_str(), via.c_str()), 0);
     assert_str(*read_bounded_text(via + "/real.jsonl", 64, LastLink::refuse), "line\n");
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 static void missing_file_names_path_and_reason(void**) {

@@ -18,18 +18,6 @@ using namespace mn;
 
 namespace {
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/mn-replace-XXXXXX";
-    const char* d = mkdtemp(tmpl);
-    if (!d) fail_msg("mkdtemp");
-    return d;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 unsigned entries(const std::string& dir) {
     unsigned n = 0;
     if (DIR* d = opendir(dir.c_str())) {
@@ -39,73 +27,62 @@ unsigned entries(const std::string& dir) {
     return n;
 }
 
-void die_on_hang(int) {
-    static const char msg[] = "test_replace_file: a write blocked\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    _exit(1);
-}
-
-void cleanup(const std::string& dir) {
-    if (system(("rm -rf " + dir).c_str()) != 0) fail_msg("rm -rf %s", dir.c_str());
-}
-
 }  // namespace
 
 static void writes_text_with_the_mode_asked(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("replace");
     const std::string path = dir + "/exclude";
     const mode_t old = umask(077);
     const auto w = replace_file(path, "node[1-3]\n", 0644);
     umask(old);
     if (!w) fail_msg("%s", w.problem().text().c_str());
     assert_str(*w, path);
-    assert_str(slurp(path), "node[1-3]\n");
+    assert_str(file_text(path), "node[1-3]\n");
     struct stat st {};
     assert_int_equal(lstat(path.c_str(), &st), 0);
     assert_true(S_ISREG(st.st_mode));
     assert_int_equal(st.st_mode & 07777, 0644);
     // Again over the old file: replaced whole, and only the file is there.
     assert_true(replace_file(path, "node7\n", 0600).ok());
-    assert_str(slurp(path), "node7\n");
+    assert_str(file_text(path), "node7\n");
     assert_int_equal(entries(dir), 1);
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 // The prolog's --reason-file, run as root, where a user left a link to a
 // file of root's: the link is replaced, the victim keeps its text.
 static void link_at_target_leaves_victim_untouched(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("replace");
     const std::string victim = dir + "/shadow", path = dir + "/reason";
     std::ofstream(victim) << "root:secret\n";
     assert_int_equal(symlink(victim.c_str(), path.c_str()), 0);
     const auto w = replace_file(path, "node1: GPU1 gone\n", 0644);
     if (!w) fail_msg("%s", w.problem().text().c_str());
-    assert_str(slurp(victim), "root:secret\n");
+    assert_str(file_text(victim), "root:secret\n");
     struct stat st {};
     assert_int_equal(lstat(path.c_str(), &st), 0);
     assert_true(S_ISREG(st.st_mode));  // the link itself is gone
-    assert_str(slurp(path), "node1: GPU1 gone\n");
-    cleanup(dir);
+    assert_str(file_text(path), "node1: GPU1 gone\n");
+    remove_tree(dir);
 }
 
 static void fifo_at_target_does_not_hang(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("replace");
     const std::string path = dir + "/exclude";
     assert_int_equal(mkfifo(path.c_str(), 0666), 0);
-    signal(SIGALRM, die_on_hang);
-    alarm(10);
+    fail_if_blocked(10);
     const auto w = replace_file(path, "node2\n", 0644);
     alarm(0);
     if (!w) fail_msg("%s", w.problem().text().c_str());
     struct stat st {};
     assert_int_equal(lstat(path.c_str(), &st), 0);
     assert_true(S_ISREG(st.st_mode));
-    assert_str(slurp(path), "node2\n");
-    cleanup(dir);
+    assert_str(file_text(path), "node2\n");
+    remove_tree(dir);
 }
 
 static void failures_name_the_path_and_leave_nothing(void**) {
-    const std::string dir = temp_dir();
+    const std::string dir = scratch_dir("replace");
     // A directory at the target: rename() refuses, no temporary file stays.
     const std::string sub = dir + "/reason";
     assert_int_equal(mkdir(sub.c_str(), 0755), 0);
@@ -119,7 +96,7 @@ static void failures_name_the_path_and_leave_nothing(void**) {
     assert_contains(none.problem().what, dir + "/nowhere/reason");
     assert_contains(none.problem().fix, "directory this process may write");
     assert_false(replace_file(dir + "/", "x\n", 0644).ok());
-    cleanup(dir);
+    remove_tree(dir);
 }
 
 int main() {
