@@ -38,6 +38,10 @@ bash scripts/build.sh || exit 1
 
 passed=0
 failed=0
+# Each part that failed, by name: printed again at the very end, since a
+# CI log may keep only its head and tail.
+failures=""
+failed_in() { failures+="  $1"$'\n'; }
 # The sanitizer run (every test under ASan + UBSan), the fuzz targets and the
 # other releases: host only, not in the release roots (--here).
 # MN_SANITIZERS=0 skips the first two, MN_RELEASE_MATRIX=0 the third.
@@ -54,6 +58,7 @@ tally() {
   [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
   passed=$((passed + p))
   failed=$((failed + f))
+  [ "$f" -eq 0 ] || failed_in "$1: $f failed ($2)"
 }
 part "unit tests (CMocka)"
 make -s -j"$(nproc)" check >/tmp/mn-unit.log 2>&1
@@ -64,10 +69,16 @@ for log in tests/unit/*/test_*.log; do
   f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
   passed=$((passed + ${p:-0}))
   failed=$((failed + ${f:-0}))
+  [ "${f:-0}" -eq 0 ] || failed_in "unit $(basename "$log" .log): $f failed ($log)"
 done
 if [ $unit_rc -ne 0 ]; then
   grep -h -B3 -A3 'FAILED\|ERROR' tests/unit/*/test_*.log | head -60
+  # A test that failed without a CMocka summary (killed, crashed, a
+  # non-zero exit after its tests): automake's .trs names it.
+  bad=$(grep -l '^:test-result: \(FAIL\|ERROR\|XPASS\)' tests/unit/*/test_*.trs 2>/dev/null | tr '\n' ' ')
+  tail -20 /tmp/mn-unit.log
   [ "$failed" -gt 0 ] || failed=$((failed + 1))
+  failed_in "make check exited $unit_rc${bad:+: $bad}(/tmp/mn-unit.log)"
 fi
 
 # What needs the CPU and not the cluster runs beside what waits on the
@@ -113,10 +124,12 @@ if bash scripts/cluster/local-cluster.sh start; then
     [ -n "$p" ] || { echo "$t: no summary line"; f=1; p=0; }
     passed=$((passed + p))
     failed=$((failed + f))
+    [ "$f" -eq 0 ] || failed_in "$(basename "$t"): $f failed"
   done
 else
   echo "local cluster did not start"
   failed=$((failed + 1))
+  failed_in "the local cluster did not start"
 fi
 bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
 trap - EXIT
@@ -135,6 +148,7 @@ if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   [ -n "$p" ] || { echo "test-package.sh: no summary line"; f=1; p=0; }
   passed=$((passed + p))
   failed=$((failed + f))
+  [ "$f" -eq 0 ] || failed_in "test-package.sh: $f failed (/tmp/mn-pkg.log)"
 fi
 
 if [ -n "$bg_san" ]; then
@@ -156,7 +170,7 @@ fi
 matrix_rc=0
 if [ -n "$bg_matrix" ]; then
   part "the other Slurm releases (${others[*]}, beside)"
-  wait "$bg_matrix" || matrix_rc=1
+  wait "$bg_matrix" || { matrix_rc=1; failed_in "release-matrix.sh (/tmp/mn-matrix.log)"; }
   cat /tmp/mn-matrix.log
 fi
 
@@ -168,7 +182,8 @@ echo
 # What failed, again at the end: a CI log may keep only its head and tail.
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
-  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|FAILED' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-san-unit.log \
+  printf '%s' "$failures"
+  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-san-unit.log \
     /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
   echo
 fi
