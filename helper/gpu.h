@@ -19,7 +19,7 @@ namespace mn::gpu {
 struct Availability {
     bool ok = false;
     std::string why;  // why not, naming the library or the call
-    int devices = 0;
+    int devices = 0;  // the GPUs the driver shows (also without NCCL)
     std::string nccl_version;  // "2.28.3"
 };
 

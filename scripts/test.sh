@@ -53,8 +53,8 @@ matrix=0
 # tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
 tally() {
   local p f
-  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
-  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
+  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
+  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
   [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
   passed=$((passed + p))
   failed=$((failed + f))
@@ -151,6 +151,14 @@ if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   [ "$f" -eq 0 ] || failed_in "test-package.sh: $f failed (/tmp/mn-pkg.log)"
 fi
 
+# Releases Debian does not package, from their sources in ../shared/vendor
+# (Slurm 23.11, Ubuntu 24.04's): the plugin built against their spank.h.
+if [ $here_only = 0 ]; then
+  part "Slurm sources (scripts/test/test-slurm-sources.sh: the plugin against their spank.h)"
+  bash scripts/test/test-slurm-sources.sh 2>&1 | tee /tmp/mn-slurm-src.log
+  tally slurm-sources /tmp/mn-slurm-src.log
+fi
+
 if [ -n "$bg_san" ]; then
   part "scripts/test/test-sanitizers.sh (ASan + UBSan build: unit tests, corpora; built beside)"
   # The build and its make check ran beside the tests above; the fuzz
@@ -183,7 +191,7 @@ echo
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
   printf '%s' "$failures"
-  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-san-unit.log \
+  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
     /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
   echo
 fi

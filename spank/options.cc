@@ -101,7 +101,7 @@ const std::string& preflight_help() {
     return help;
 }
 
-#if SLURM_VERSION_NUMBER < SLURM_VERSION_NUM(24, 11, 0)
+#if !MN_HAVE_PREPEND_TASK_ARGV
 // "22.05": named in the refusal on releases without the inline check.
 std::string slurm_release() {
     const unsigned v = SLURM_VERSION_NUMBER;
@@ -135,7 +135,7 @@ std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env
 }
 
 std::optional<Problem> preflight_unavailable(const PreflightRequest& r) {
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#if MN_HAVE_PREPEND_TASK_ARGV
     (void)r;
     return std::nullopt;
 #else

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ struct PluginState {
     // Set in remote user_init, used by each task_init.
     bool active = false;
     std::optional<StepPlan> plan;
+    // The plugin's variables the user set (in the step's environment at
+    // user_init, before any task_init): kept. Others found at task_init
+    // came from another plugin (pyxis: the container's) and are replaced.
+    std::set<std::string> users_vars;
+    // slurmstepd's mount namespace at user_init: a task_init in another one
+    // runs after pyxis entered the container.
+    std::string stepd_mnt_ns;
     // An error found where failing would run no task silently (remote init,
     // option callbacks, user_init): reported from task_init instead.
     std::string deferred_error;
@@ -52,7 +60,7 @@ int register_options(spank_t sp);
 std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env);
 
 // Why the check a step asked for cannot run: the release lacks
-// spank_prepend_task_argv (before 24.11), or mn_nccl is off.
+// spank_prepend_task_argv (before 23.11), or mn_nccl is off.
 std::optional<Problem> preflight_unavailable(const PreflightRequest& r);
 Problem preflight_needs_mn_nccl(const PreflightRequest& r);
 

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "build_config.h"
+#include "lib/plan/containers.h"
 #include "lib/plan/step_layout.h"
 #include "lib/fabric/topology.h"
 #include "lib/fabric/verbs.h"
@@ -46,7 +48,7 @@ void tell_user(const std::string& text) {
 // command, so the check runs in this task and then becomes the program.
 int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
                       uint32_t local_id) {
-#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(24, 11, 0)
+#if MN_HAVE_PREPEND_TASK_ARGV
     const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
     if (access(bin.c_str(), X_OK) != 0) {
         if (local_id == 0)
@@ -61,7 +63,7 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);
-    // Slurm (24.11) leaves the option's own variable in the task's
+    // Slurm (23.11 onwards) leaves the option's own variable in the task's
     // environment: without this the program would see one variable more
     // than without --mn-preflight.
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
@@ -82,6 +84,45 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
 
 }  // namespace
 
+// This process's mount namespace ("mnt:[4026531841]"); "" when unreadable.
+std::string mount_namespace() {
+    char buf[64] = {0};
+    const ssize_t n = readlink("/proc/self/ns/mnt", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+// A pyxis option's value (spank_option_getopt finds options by name, any
+// plugin's); nullopt when not given or pyxis is not loaded.
+std::optional<std::string> pyxis_option(spank_t sp, const char* name) {
+    struct spank_option o = {const_cast<char*>(name), const_cast<char*>("ARG"), const_cast<char*>(""), 1, 0, nullptr};
+    char* arg = nullptr;
+    if (spank_option_getopt(sp, &o, &arg) != ESPANK_SUCCESS) return std::nullopt;
+    return std::string(arg ? arg : "");
+}
+
+// pyxis still to run (its task_init after this one: the task is not in the
+// container's mount namespace yet) with a --container-env that leaves out
+// names this task gets: the container's own values of those would replace
+// the plugin's, and nothing here can stop it.
+std::optional<std::string> container_warning(spank_t sp, const std::vector<EnvVar>& env) {
+    const PluginState& s = state();
+    const bool container = pyxis_option(sp, "container-image") || pyxis_option(sp, "container-name") ||
+                           step_env(sp, "PYXIS_CONTAINER_IMAGE") || step_env(sp, "PYXIS_CONTAINER_NAME");
+    if (!container || s.stepd_mnt_ns.empty() || mount_namespace() != s.stepd_mnt_ns) return std::nullopt;
+    const std::optional<std::string> option = pyxis_option(sp, "container-env");
+    const std::string list = option ? *option : step_env(sp, "PYXIS_CONTAINER_ENV").value_or("");
+    std::string missing;
+    for (const auto& n : left_out_of(list))
+        for (const auto& v : env)
+            if (v.name == n) missing += (missing.empty() ? "" : ",") + n;
+    if (missing.empty()) return std::nullopt;
+    return "pyxis runs after mn_nccl here and " + (option ? "--container-env=" + *option : std::string("no --container-env")) +
+           " leaves out " + missing + ": values the image or enroot's hooks set for these (enroot's pytorch hook: "
+           "MASTER_ADDR, MASTER_PORT, WORLD_SIZE) replace mn_nccl's; fix: add them (--container-env=" +
+           (option && !option->empty() ? *option + "," : std::string()) + missing +
+           "), or have the site list mn_nccl after pyxis in plugstack.conf";
+}
+
 int stepd_user_init(spank_t sp) {
     PluginState& s = state();
     StepFacts f;
@@ -96,6 +137,7 @@ int stepd_user_init(spank_t sp) {
     if (s.choice.mode == Mode::Off) return 0;
     s.active = true;
     if (!s.deferred_error.empty()) return 0;
+    s.users_vars.clear();
 
     bool ok = item(sp, S_JOB_ID, f.job_id) && item(sp, S_JOB_NNODES, f.nnodes) &&
               item(sp, S_JOB_NODEID, f.node_id) && item(sp, S_JOB_LOCAL_TASK_COUNT, f.local_tasks) &&
@@ -104,6 +146,11 @@ int stepd_user_init(spank_t sp) {
         s.deferred_error = message("Slurm did not give the step's ids and counts; report this with the Slurm version");
         return 0;
     }
+    // What the user set, before any task_init: kept; later values are
+    // another plugin's (pyxis) and replaced.
+    for (const auto& n : plugin_variable_names())
+        if (step_env(sp, n)) s.users_vars.insert(n);
+    s.stepd_mnt_ns = mount_namespace();
     f.nodelist = step_env(sp, "SLURM_STEP_NODELIST").value_or("");
     f.tasks_per_node = step_env(sp, "SLURM_STEP_TASKS_PER_NODE").value_or("");
     int argc = 0;
@@ -174,12 +221,27 @@ int stepd_task_init(spank_t sp) {
         return -1;
     }
 
-    for (const EnvVar& v : task_environment(*s.plan, t)) {
-        if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), s.plan->force || v.replace ? 1 : 0) != ESPANK_SUCCESS &&
-            !step_env(sp, v.name)) {
+    const std::vector<EnvVar> env = task_environment(*s.plan, t);
+    std::string replaced;  // what another plugin set before this task_init
+    for (const EnvVar& v : env) {
+        const std::optional<std::string> was = step_env(sp, v.name);
+        const bool overwrite = is_plugin_variable(v.name) ? !keeps_existing(v.name, s.users_vars, s.plan->force, v.replace)
+                                                          : s.plan->force || v.replace;
+        if (was && overwrite && *was != v.value && is_plugin_variable(v.name) && !s.users_vars.count(v.name))
+            replaced += " " + v.name + "=" + *was;
+        if (spank_setenv(sp, v.name.c_str(), v.value.c_str(), overwrite ? 1 : 0) != ESPANK_SUCCESS && !was) {
             slurm_error("%s", message("could not set " + v.name + " in the task's environment").c_str());
             return -1;
         }
+    }
+    if (t.local_id == 0) {
+        if (!replaced.empty()) {
+            const std::string l = message("replaced what was set after srun (pyxis: the container's environment):" +
+                                          replaced + "; the program gets mn_nccl's (--mn-nccl-explain shows them)");
+            if (s.choice.explain) tell_user(l);
+            else slurm_verbose("%s", l.c_str());
+        }
+        if (auto w = container_warning(sp, env)) tell_user(message("warning: " + *w));
     }
     if (s.plan->emulate > 1 &&
         stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)

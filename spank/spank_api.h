@@ -13,3 +13,7 @@ extern "C" {
 #ifndef SLURM_VERSION_NUM
 #define SLURM_VERSION_NUM(a, b, c) (((a) << 16) + ((b) << 8) + (c))
 #endif
+
+// spank_prepend_task_argv, which the inline check needs: in spank.h since
+// Slurm 23.11 (SchedMD's slurm-23-11-1-1 onwards).
+#define MN_HAVE_PREPEND_TASK_ARGV (SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 11, 0))

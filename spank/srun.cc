@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "lib/plan/containers.h"
 #include "lib/util/text.h"
 
 #include "spank/plugin_state.h"
@@ -30,6 +31,13 @@ int srun_init_post_opt(spank_t) {
         unsigned char raw[32];
         if (getrandom(raw, sizeof raw, 0) == static_cast<ssize_t>(sizeof raw))
             setenv("MN_NCCL_STEP_SECRET", to_hex(raw, sizeof raw).c_str(), 1);
+        // pyxis (srun --container-image) then keeps these names' host
+        // values in the container, over the image's and enroot's hooks',
+        // in either plugstack order (PYXIS_CONTAINER_ENV is its
+        // --container-env default; the user's own names stay first).
+        const char* users = std::getenv("PYXIS_CONTAINER_ENV");
+        setenv("PYXIS_CONTAINER_ENV",
+               pyxis_container_env(users ? std::optional<std::string>(users) : std::nullopt).c_str(), 1);
     }
     if (s.preflight.enabled) {
         // Without spank_prepend_task_argv the check cannot run inside the

@@ -79,7 +79,7 @@ struct Hello {
     unsigned pid = 0;
     bool gpu_ok = false;
     std::string gpu_why;     // why not
-    uint32_t gpus = 0;
+    uint32_t gpus = 0;       // the GPUs its driver shows, with or without a GPU path
     uint32_t lanes = 1;      // NCCL ranks of this process (its GPUs), at least 1
     std::vector<std::string> lane_gpus;  // "GPU1 (0000:19:00.0)" per lane
     std::string data_addr;   // where the others reach its data port (and its standby port)

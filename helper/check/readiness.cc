@@ -90,10 +90,34 @@ bool choose_path(const Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
     if (!gpus_unshared(st, l)) return false;
     std::vector<std::string> no_gpu;
-    for (uint32_t r = 0; r < self.world; ++r)
-        if (!l.members[r].hello.gpu_ok)
-            no_gpu.push_back(l.members[r].hello.label + " rank " + std::to_string(r) + ": " + l.members[r].hello.gpu_why);
+    // Ranks on GPUs they cannot drive (no usable NCCL, no GPU of their
+    // own): never a CPU node, so never passed on TCP alone.
+    std::vector<uint32_t> stranded;
+    for (uint32_t r = 0; r < self.world; ++r) {
+        const msg::Hello& h = l.members[r].hello;
+        if (h.gpu_ok) continue;
+        no_gpu.push_back(h.label + " rank " + std::to_string(r) + ": " + h.gpu_why);
+        if (h.gpus > 0) stranded.push_back(r);
+    }
     std::string path = st.o.path;
+    if (path == "auto" && !stranded.empty()) {
+        const msg::Hello& h = l.members[stranded.front()].hello;
+        rep.coll.error = h.label + " rank " + std::to_string(stranded.front()) + " has " + std::to_string(h.gpus) +
+                         " GPU(s) and no GPU path (" + h.gpu_why +
+                         "): the check would time TCP alone and say nothing of what training uses; fix: install NCCL "
+                         "there (Debian: libnccl2) or point MN_PREFLIGHT_NCCL at its libnccl.so.2, or run with "
+                         "--cpu to check the network alone";
+        for (auto& n : rep.nodes)
+            for (uint32_t r : n.ranks)
+                if (std::find(stranded.begin(), stranded.end(), r) != stranded.end()) {
+                    n.problems.push_back("no GPU path on " + std::to_string(l.members[r].hello.gpus) +
+                                         " GPU(s): " + l.members[r].hello.gpu_why);
+                    break;
+                }
+        return false;
+    }
+    // Asked for: said, since a PASS here says nothing of GPUs or NCCL.
+    if (path == "cpu") rep.notes.push_back("--cpu: the network was checked over TCP alone, not the GPUs or NCCL");
     if (path == "auto") path = no_gpu.empty() ? "gpu" : (no_gpu.size() == self.world ? "cpu" : "mixed");
     if (path == "gpu" && !no_gpu.empty()) path = "mixed";
     if (path == "mixed") {

@@ -246,7 +246,8 @@ void fill_hello(Step& st, uint16_t standby_port) {
     h.pid = static_cast<unsigned>(getpid());
     h.gpu_ok = st.ga.ok;
     h.gpu_why = st.ga.why;
-    h.gpus = static_cast<uint32_t>(st.ga.ok ? st.ga.devices : 0);
+    // Also without a GPU path: GPUs it cannot use keep the check off TCP alone.
+    h.gpus = static_cast<uint32_t>(st.ga.devices);
     h.lanes = static_cast<uint32_t>(std::max<std::size_t>(1, st.devices.size()));
     for (int d : st.devices) h.lane_gpus.push_back(gpu::describe(d));
     h.data_port = st.data_port;

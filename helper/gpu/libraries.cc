@@ -15,12 +15,13 @@ Libraries load() {
         x.why = "no CUDA driver (libcuda.so.1 not found)";
         return x;
     }
-    void* nccl = open_nccl(x.why);
-    if (!nccl) return x;
     if (!bind_cuda(cuda, x.cuda)) {
         x.why = "libcuda.so.1 lacks a driver API call mn-preflight needs (driver too old?)";
         return x;
     }
+    x.cuda_bound = true;
+    void* nccl = open_nccl(x.why);
+    if (!nccl) return x;
     if (std::string e = bind_nccl(nccl, x.nccl); !e.empty()) {
         x.why = e;
         return x;
@@ -49,6 +50,11 @@ Availability probe() {
     const Libraries& libs = libraries();
     if (!libs.loaded) {
         a.why = libs.why;
+        // GPUs the driver shows that no NCCL can drive: counted, so that
+        // the check never passes such a node on TCP alone.
+        int n = 0;
+        if (libs.cuda_bound && libs.cuda.init(0) == CUDA_SUCCESS && libs.cuda.device_count(&n) == CUDA_SUCCESS)
+            a.devices = n;
         return a;
     }
     if (CUresult r = libs.cuda.init(0); r != CUDA_SUCCESS) {

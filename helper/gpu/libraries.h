@@ -12,6 +12,9 @@ namespace mn::gpu {
 struct Libraries {
     bool loaded = false;
     std::string why;  // why not: the library or the call missing
+    // The driver alone, bound even where NCCL is missing: a node with GPUs
+    // and no NCCL is not a CPU node, and says so.
+    bool cuda_bound = false;
     Cuda cuda;
     Nccl nccl;
 };

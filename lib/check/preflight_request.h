@@ -56,7 +56,7 @@ std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::st
 unsigned preflight_port(unsigned master_port, unsigned range_lo, unsigned range_hi);
 
 // The Slurm release the inline check needs (spank_prepend_task_argv).
-constexpr const char* kPreflightNeedsSlurm = "24.11";
+constexpr const char* kPreflightNeedsSlurm = "23.11";
 // What a user of an older Slurm does instead, for the refusal message.
 std::string preflight_alternative();
 

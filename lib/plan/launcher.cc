@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "lib/plan/containers.h"
+
 namespace mn {
 
 namespace {
@@ -19,6 +21,13 @@ struct Found {
 
 Found find_launcher(const std::vector<std::string>& argv) {
     if (argv.empty()) return {};
+    // apptainer exec [options] IMAGE torchrun ...: the launcher is the
+    // command the container runs.
+    if (auto c = apptainer_command(argv)) {
+        Found inner = find_launcher(std::vector<std::string>(argv.begin() + static_cast<std::ptrdiff_t>(c->command), argv.end()));
+        if (inner.kind != Launcher::None) inner.args += c->command;
+        return inner;
+    }
     const std::string cmd = base(argv[0]);
     if (cmd == "torchrun") return {Launcher::Torchrun, 1};
     if (cmd == "deepspeed") return {Launcher::Deepspeed, 1};

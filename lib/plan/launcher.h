@@ -19,7 +19,8 @@ enum class Launcher { None, Torchrun, Accelerate, Deepspeed };
 
 // torchrun, python -m torch.distributed.run / .launch; accelerate launch,
 // accelerate-launch, python -m accelerate.commands.launch; deepspeed,
-// python -m deepspeed.launcher.runner: with any path.
+// python -m deepspeed.launcher.runner: with any path, also as the command
+// of apptainer|singularity exec|run [options] IMAGE.
 Launcher launcher_in(const std::vector<std::string>& argv);
 bool is_node_launcher(const std::vector<std::string>& argv);
 

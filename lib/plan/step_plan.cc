@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "lib/plan/containers.h"
 #include "lib/plan/gpuprobe.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/launcher.h"
@@ -339,6 +340,14 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
         // NCCL treats ranks with different host ids as different hosts, so
         // traffic between emulated nodes takes its network transport.
         env.push_back({"NCCL_HOSTID", plan.host + "-emu" + std::to_string(group), true});
+    }
+    // apptainer exec IMAGE ...: the image's own variables win over the
+    // host's, and --cleanenv drops the host's; APPTAINERENV_NAME wins over
+    // both.
+    if (auto c = apptainer_command(f.argv)) {
+        const std::string prefix = apptainer_env_prefix(c->runtime);
+        const std::size_t n = env.size();
+        for (std::size_t i = 0; i < n; ++i) env.push_back({prefix + env[i].name, env[i].value, env[i].replace});
     }
     return env;
 }

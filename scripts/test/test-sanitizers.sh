@@ -67,6 +67,18 @@ fi
 
 if [ $unit_only = 0 ]; then
   echo "== sanitizers: integration tests, the sanitized plugin in slurmstepd"
+  # The stub libraries and sysfs trees the tests use: built by make check,
+  # which a run with --integration-only may not have had.
+  make -s -C "$build" -j2 fixtures >"$build/fixtures.out" 2>&1 ||
+    { tail -20 "$build/fixtures.out"; echo "sanitizers: the test fixtures did not build"; failed=$((failed + 1)); }
+  # The sanitized mn-preflight loads the stub NCCL (tests/fixtures/fake_nccl.c,
+  # version only), never NVIDIA's libnccl.so.2 where the machine has one:
+  # its static CUDA runtime is not built for ASan, and its constructor
+  # crashed in __cudaRegisterFunction (SEGV at 0x48) under ASan on this
+  # kind of machine (/usr/local/cuda-13.0) in a CI run; without ASan it
+  # loads cleanly. srun passes it to every task; tests that point a node
+  # at another NCCL set their own.
+  export MN_PREFLIGHT_NCCL=$build/tests/fixtures/nccl-2.21.5/libnccl.so
   # libtool links the plugin without the runtimes (-shared -nostdlib): they
   # come preloaded, ASan's first.
   asan_rt="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"

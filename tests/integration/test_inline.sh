@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # srun --mn-preflight on the real local Slurm (CPU path). Which parts run
-# depends on the release: before 24.11 (no spank_prepend_task_argv) every
-# form is refused and the program never starts; from 24.11 the check runs
+# depends on the release: before 23.11 (no spank_prepend_task_argv) every
+# form is refused and the program never starts; from 23.11 the check runs
 # in each task and the program starts only on PASS. Either way, with a
 # `required` or an `optional` plugstack line: a step that asked for the
 # check runs it or does not start. The helper's own `check --exec` mode,
@@ -15,7 +15,7 @@ major=${ver%%.*}
 minor=${ver#*.}
 minor=${minor%%.*}
 minor=$((10#$minor))
-if [ "$major" -gt 24 ] || { [ "$major" -eq 24 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
+if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
 echo "# Slurm $ver: $([ $inline = 1 ] && echo 'inline check (spank_prepend_task_argv)' || echo 'no spank_prepend_task_argv: refusal')"
 
 slow_off() {
@@ -136,7 +136,7 @@ runs_unchecked() {
   pass "$name"
 }
 
-# Before 24.11 (no spank_prepend_task_argv) every form is refused. The
+# Before 23.11 (no spank_prepend_task_argv) every form is refused. The
 # option form in srun's option callback, the one failure srun obeys for an
 # optional plugin too: no job is created. The environment form (and a
 # required line) in srun's init_post_opt; with an optional line srun goes
@@ -144,7 +144,7 @@ runs_unchecked() {
 refused_without_prepend() {
   local line=$1 env_job=nojob
   [ "$line" = optional ] && env_job=""
-  local release="needs Slurm 24.11 or newer \(spank_prepend_task_argv\); this is Slurm ${major}\\.0?${minor}"
+  local release="needs Slurm 23.11 or newer \(spank_prepend_task_argv\); this is Slurm ${major}\\.0?${minor}"
   never_starts "$line" "Slurm $ver, --mn-preflight" "--mn-preflight $release" nojob \
     srun -N2 --mn-nccl=auto --mn-preflight bash -c "$RAN_PROG"
   has 'srun --mn-nccl=auto mn-preflight \|\| exit 1' && has 'srun --mn-nccl=auto python train.py' ||
@@ -163,7 +163,7 @@ refused_without_prepend() {
     sbatch --wait -N2 -o /dev/null --mn-preflight --wrap "srun --mn-nccl=auto bash -c '$RAN_PROG'"
 }
 
-# From 24.11 the check runs (PASS) under either line; what cannot run it
+# From 23.11 the check runs (PASS) under either line; what cannot run it
 # stops every task before the program.
 refused_with_prepend() {
   local line=$1
@@ -209,7 +209,7 @@ t_asked_for_means_checked() {
     fail "after every refusal, every node is idle (none drained)" "sinfo: $state"
 }
 
-# --- 24.11 and newer: the check inside the training step ----------------------
+# --- 23.11 and newer: the check inside the training step ----------------------
 
 t_inline_pass_same_env() {
   [ $inline = 1 ] || return 0

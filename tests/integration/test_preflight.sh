@@ -4,7 +4,7 @@
 # arrives, a rank stopped (SIGSTOP) in the middle of the check, rank 0
 # stopped or killed (another rank gives the verdict), a rank whose set-up
 # fails (the MN_PREFLIGHT_FAIL_SETUP test hook), a rank without the step
-# secret, bad options, the prolog mode.
+# secret, bad options, the prolog mode, a node whose GPUs no NCCL drives.
 source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 plugstack required
@@ -333,6 +333,36 @@ t_prolog() {
   [ "$healthy" = 0 ] && [ "$down" = 1 ] && [ "$forced" = 1 ] && [ "$json" = 0 ] &&
     [[ "$reason" == *": no usable RDMA port (mlx5_0:1 "*"DOWN"* ]] && [ "$(wc -l <"$OUT/reason")" = 1 ] ||
     { fail "$name" "healthy=$healthy down=$down forced=$forced json=$json reason=$reason"; return; }
+  pass "$name"
+}
+
+# A driver that shows 2 GPUs (tests/fixtures/fake_cuda.c) and no NCCL
+# (MN_PREFLIGHT_NCCL names no file), on the nodes given.
+CUDA2=$TOP/tests/fixtures/cuda-2gpus
+stranded_check() {
+  local nodes=$1
+  shift
+  run srun -N3 --ntasks-per-node=1 --mn-nccl bash -c \
+    "case \$SLURMD_NODENAME in $nodes) export LD_LIBRARY_PATH=$CUDA2 MN_PREFLIGHT_NCCL=$OUT/no-such-dir/libnccl.so.2 ;; esac; exec $PF --no-pairs $*"
+}
+
+t_gpus_without_nccl() {
+  local name="node1 shows 2 GPUs and has no NCCL: FAIL before any all-reduce, node1 named with the fix, never a PASS on TCP alone"
+  [ -f "$CUDA2/libcuda.so.1" ] || { fail "$name" "the stub CUDA driver is not built (make check builds it)"; return; }
+  stranded_check node1
+  grep -E '^(node[0-2] |problem|FAIL|PASS)' "$OUT/last" | sed 's/^/    /'
+  [ $RC -eq 1 ] && has '^FAIL' && ! has '^PASS' && has '^node1 .*no GPU path on 2 GPU\(s\): no NCCL' &&
+    has 'node1 rank 1 has 2 GPU\(s\) and no GPU path .*libnccl2.*MN_PREFLIGHT_NCCL.*--cpu' &&
+    ! has '^node[02] .*no GPU path' && ! has 'all-reduce \(cpu' || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_gpus_without_nccl_cpu_asked() {
+  local name="every node shows GPUs and has no NCCL, --cpu asked: PASS over TCP, saying the GPUs and NCCL were not checked"
+  [ -f "$CUDA2/libcuda.so.1" ] || { fail "$name" "the stub CUDA driver is not built (make check builds it)"; return; }
+  stranded_check 'node*' --cpu
+  [ $RC -eq 0 ] && has '^PASS' && has 'all-reduce \(cpu, TCP ring on eth0\)' &&
+    has '^note: --cpu: the network was checked over TCP alone, not the GPUs or NCCL' || { fail "$name" "rc=$RC"; return; }
   pass "$name"
 }
 

@@ -143,7 +143,7 @@ static void port_is_never_master_port(void**) {
 static void alternative_is_the_two_line_script(void**) {
     assert_contains(preflight_alternative(), "srun --mn-nccl=auto mn-preflight || exit 1");
     assert_contains(preflight_alternative(), "srun --mn-nccl=auto python train.py");
-    assert_str(kPreflightNeedsSlurm, "24.11");
+    assert_str(kPreflightNeedsSlurm, "23.11");
 }
 
 static void plugstack_names_the_helper(void**) {
