@@ -238,8 +238,9 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (!args.empty() && args[0] == "--version") {
-            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1, libnccl.so.2, libnvidia-ml.so.1 loaded at run time)%s\n",
-                        PACKAGE_VERSION, MN_SLURM_SERIES,
+            std::printf("mn-preflight %s, built for Slurm %s (GPU path: libcuda.so.1, libnccl.so.2, libnvidia-ml.so.1 "
+                        "loaded at run time); needs %s%s\n",
+                        PACKAGE_VERSION, MN_SLURM_SERIES, MN_PREFLIGHT_NEEDS,
 #ifdef MN_TEST_HOOKS
                         "; test hooks built in (MN_PREFLIGHT_FAIL_SETUP, MN_PREFLIGHT_EXIT_IN_COLLECTIVE)"
 #else

@@ -19,7 +19,15 @@
 #include "lib/util/privileges.h"
 
 #ifdef HAVE_HWLOC
+#include <dlfcn.h>
 #include <hwloc.h>
+
+// hwloc's types come from its header; its calls from the library loaded at
+// run time. The soname follows the API series the header is of: hwloc 2.x
+// is libhwloc.so.15; another series changes structs this file reads.
+#if HWLOC_API_VERSION < 0x00020000 || HWLOC_API_VERSION >= 0x00030000
+#error "mn-nccl reads hwloc 2.x's objects (libhwloc.so.15); this hwloc.h is of another series"
+#endif
 #endif
 
 namespace mn {
@@ -34,6 +42,82 @@ std::optional<std::string> topology_xml_for(const std::string& sysfs_root) {
 
 #ifdef HAVE_HWLOC
 namespace {
+
+// libhwloc's calls used here, dlsym'd: mn-preflight runs in container
+// images that may lack hwloc (locality is then unknown, and said so). The
+// header's inline helpers call exported functions by name, so the few used
+// are written out below over these.
+struct Hwloc {
+    std::string why;  // why not loaded
+    decltype(&::hwloc_get_api_version) api_version = nullptr;
+    decltype(&::hwloc_topology_init) init = nullptr;
+    decltype(&::hwloc_topology_load) load = nullptr;
+    decltype(&::hwloc_topology_destroy) destroy = nullptr;
+    decltype(&::hwloc_topology_set_xmlbuffer) set_xmlbuffer = nullptr;
+    decltype(&::hwloc_topology_set_io_types_filter) set_io_types_filter = nullptr;
+    decltype(&::hwloc_topology_set_cache_types_filter) set_cache_types_filter = nullptr;
+    decltype(&::hwloc_get_type_depth) type_depth = nullptr;
+    decltype(&::hwloc_get_obj_by_depth) obj_by_depth = nullptr;
+    decltype(&::hwloc_bitmap_weight) bitmap_weight = nullptr;
+    decltype(&::hwloc_bitmap_first) bitmap_first = nullptr;
+};
+
+template <typename F>
+bool sym(void* lib, const char* name, F& f) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    return f != nullptr;
+}
+
+const Hwloc& hwloc() {
+    static const Hwloc h = [] {
+        Hwloc x;
+        void* lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            x.why = "libhwloc.so.15 not found (Debian: libhwloc15)";
+            return x;
+        }
+        if (!(sym(lib, "hwloc_get_api_version", x.api_version) && sym(lib, "hwloc_topology_init", x.init) &&
+              sym(lib, "hwloc_topology_load", x.load) && sym(lib, "hwloc_topology_destroy", x.destroy) &&
+              sym(lib, "hwloc_topology_set_xmlbuffer", x.set_xmlbuffer) &&
+              sym(lib, "hwloc_topology_set_io_types_filter", x.set_io_types_filter) &&
+              sym(lib, "hwloc_topology_set_cache_types_filter", x.set_cache_types_filter) &&
+              sym(lib, "hwloc_get_type_depth", x.type_depth) && sym(lib, "hwloc_get_obj_by_depth", x.obj_by_depth) &&
+              sym(lib, "hwloc_bitmap_weight", x.bitmap_weight) && sym(lib, "hwloc_bitmap_first", x.bitmap_first))) {
+            x.why = "libhwloc.so.15 lacks a call mn-nccl uses";
+            x.init = nullptr;
+            return x;
+        }
+        // Same series as the header: the objects' layout is what this file reads.
+        if ((x.api_version() >> 16) != (HWLOC_API_VERSION >> 16)) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "libhwloc.so.15 is hwloc API %x.%x, not the 2.x this build reads",
+                          x.api_version() >> 16, (x.api_version() >> 8) & 0xff);
+            x.why = buf;
+            x.init = nullptr;
+        }
+        return x;
+    }();
+    return h;
+}
+
+// hwloc's inline helpers, over the loaded calls.
+hwloc_obj_t next_pcidev(const Hwloc& h, hwloc_topology_t topo, hwloc_obj_t prev) {
+    const int depth = h.type_depth(topo, HWLOC_OBJ_PCI_DEVICE);
+    if (depth == HWLOC_TYPE_DEPTH_UNKNOWN || depth == HWLOC_TYPE_DEPTH_MULTIPLE) return nullptr;
+    if (!prev) return h.obj_by_depth(topo, depth, 0);
+    return prev->depth == depth ? prev->next_cousin : nullptr;
+}
+
+hwloc_obj_t non_io_ancestor(hwloc_obj_t o) {
+    while (o && !o->cpuset) o = o->parent;
+    return o;
+}
+
+hwloc_obj_t ancestor_of_type(hwloc_obj_type_t type, hwloc_obj_t o) {
+    hwloc_obj_t a = o->parent;
+    while (a && a->type != type) a = a->parent;
+    return a;
+}
 
 std::string busid(hwloc_obj_t o) {
     char buf[32];
@@ -61,7 +145,7 @@ bool is_gpu(hwloc_obj_t o) {
     return false;
 }
 
-PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
+PciPlace place(const Hwloc& h, hwloc_obj_t o, const std::string& name) {
     PciPlace p;
     p.name = name;
     p.busid = busid(o);
@@ -76,10 +160,10 @@ PciPlace place(hwloc_topology_t topo, hwloc_obj_t o, const std::string& name) {
             std::snprintf(buf, sizeof buf, "pci:%s", busid(a).c_str());
         p.bridges.insert(p.bridges.begin(), buf);
     }
-    hwloc_obj_t cpu_side = hwloc_get_non_io_ancestor_obj(topo, o);
-    if (cpu_side && cpu_side->nodeset && hwloc_bitmap_weight(cpu_side->nodeset) == 1)
-        p.numa = hwloc_bitmap_first(cpu_side->nodeset);
-    if (hwloc_obj_t pkg = cpu_side ? hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, cpu_side) : nullptr)
+    hwloc_obj_t cpu_side = non_io_ancestor(o);
+    if (cpu_side && cpu_side->nodeset && h.bitmap_weight(cpu_side->nodeset) == 1)
+        p.numa = h.bitmap_first(cpu_side->nodeset);
+    if (hwloc_obj_t pkg = cpu_side ? ancestor_of_type(HWLOC_OBJ_PACKAGE, cpu_side) : nullptr)
         p.package = static_cast<int>(pkg->logical_index);
     else if (cpu_side && cpu_side->type == HWLOC_OBJ_PACKAGE)
         p.package = static_cast<int>(cpu_side->logical_index);
@@ -93,32 +177,34 @@ constexpr std::size_t kTopologyXmlMax = 16 << 20;
 // text, read by the caller as a bounded regular file: hwloc given the path
 // would open a FIFO and wait, or read a link to /dev/zero until memory ends.
 Outcome<PciTopology> load_here(const std::string& xml_path, const std::string& xml = "") {
+    const Hwloc& h = hwloc();
+    if (!h.init) return Problem{h.why + ", so GPU to HCA locality is unknown", "install hwloc on this node (or in the image)"};
     hwloc_topology_t topo;
-    if (hwloc_topology_init(&topo) != 0) return Problem{"hwloc could not start", "check that libhwloc is installed"};
+    if (h.init(&topo) != 0) return Problem{"hwloc could not start", "check that libhwloc is installed"};
     struct Closer {
+        const Hwloc& h;
         hwloc_topology_t t;
-        ~Closer() { hwloc_topology_destroy(t); }
-    } closer{topo};
-    hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        ~Closer() { h.destroy(t); }
+    } closer{h, topo};
+    h.set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     // OS devices (mlx5_N) and PCI devices are all we need: skip caches.
-    hwloc_topology_set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+    h.set_cache_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
     // Depending on hwloc's XML backend (libxml2 or its own), a garbled file
     // fails at set_xml or only at load: both are the same fault to the user.
     const bool from_xml = !xml_path.empty();
     // The size hwloc wants counts the ending NUL, as its own export gives it.
-    if ((from_xml && hwloc_topology_set_xmlbuffer(topo, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) ||
-        hwloc_topology_load(topo) != 0) {
+    if ((from_xml && h.set_xmlbuffer(topo, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) || h.load(topo) != 0) {
         if (from_xml)
             return Problem{"hwloc cannot read the topology file " + xml_path,
                            "give an XML written by 'lstopo --of xml' (or remove it to skip locality)"};
         return Problem{"hwloc could not load this node's topology", "run lstopo to see what hwloc reports on this node"};
     }
     PciTopology out;
-    for (hwloc_obj_t o = hwloc_get_next_pcidev(topo, nullptr); o; o = hwloc_get_next_pcidev(topo, o)) {
-        if (is_gpu(o)) out.gpus.push_back(place(topo, o, ""));
+    for (hwloc_obj_t o = next_pcidev(h, topo, nullptr); o; o = next_pcidev(h, topo, o)) {
+        if (is_gpu(o)) out.gpus.push_back(place(h, o, ""));
         for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
             if (c->type == HWLOC_OBJ_OS_DEVICE && raw(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS && c->name)
-                out.hcas.push_back(place(topo, o, c->name));
+                out.hcas.push_back(place(h, o, c->name));
     }
     // CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID), nvidia-smi and Slurm number GPUs by bus id.
     std::sort(out.gpus.begin(), out.gpus.end(), [](const PciPlace& a, const PciPlace& b) { return a.busid < b.busid; });

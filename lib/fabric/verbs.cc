@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #ifdef HAVE_IBVERBS
+#include <dlfcn.h>
 #include <infiniband/verbs.h>
 #endif
 
@@ -72,25 +73,79 @@ std::vector<RdmaPort> merge_verbs(std::vector<RdmaPort> sysfs, const VerbsListin
 }
 
 #ifdef HAVE_IBVERBS
+namespace {
+
+// libibverbs, loaded at run time (types from its header): mn-preflight
+// runs in container images that may not have it, and a node without it
+// still has its sysfs view.
+struct Verbs {
+    bool loaded = false;
+    decltype(&::ibv_get_device_list) get_device_list = nullptr;
+    decltype(&::ibv_free_device_list) free_device_list = nullptr;
+    decltype(&::ibv_get_device_name) get_device_name = nullptr;
+    decltype(&::ibv_open_device) open_device = nullptr;
+    decltype(&::ibv_close_device) close_device = nullptr;
+    decltype(&::ibv_query_device) query_device = nullptr;
+    // The exported call behind verbs.h's ibv_query_port macro (providers
+    // without the extended op).
+    int (*query_port)(ibv_context*, uint8_t, _compat_ibv_port_attr*) = nullptr;
+};
+
+template <typename F>
+bool sym(void* lib, const char* name, F& f) {
+    f = reinterpret_cast<F>(dlsym(lib, name));
+    return f != nullptr;
+}
+
+const Verbs& verbs() {
+    static const Verbs v = [] {
+        Verbs x;
+        void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return x;
+        x.loaded = sym(lib, "ibv_get_device_list", x.get_device_list) &&
+                   sym(lib, "ibv_free_device_list", x.free_device_list) &&
+                   sym(lib, "ibv_get_device_name", x.get_device_name) && sym(lib, "ibv_open_device", x.open_device) &&
+                   sym(lib, "ibv_close_device", x.close_device) && sym(lib, "ibv_query_device", x.query_device) &&
+                   sym(lib, "ibv_query_port", x.query_port);
+        return x;
+    }();
+    return v;
+}
+
+// What verbs.h's ibv_query_port does: the provider's extended op where it
+// has one, else the exported call.
+int query_port(const Verbs& v, ibv_context* ctx, uint8_t port, ibv_port_attr* attr) {
+    if (verbs_context* vctx = verbs_get_ctx_op(ctx, query_port)) return vctx->query_port(ctx, port, attr, sizeof *attr);
+    *attr = ibv_port_attr{};
+    return v.query_port(ctx, port, reinterpret_cast<_compat_ibv_port_attr*>(attr));
+}
+
+}  // namespace
+
 VerbsListing list_verbs_ports() {
     VerbsListing out;
+    const Verbs& v = verbs();
+    if (!v.loaded) {
+        out.problem = "libibverbs.so.1 not found (Debian: libibverbs1)";
+        return out;
+    }
     int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
+    ibv_device** list = v.get_device_list(&n);
     if (!list) {
         out.problem = "ibv_get_device_list failed";
         return out;
     }
     out.available = true;
     for (int i = 0; i < n; ++i) {
-        const char* name = ibv_get_device_name(list[i]);
-        ibv_context* ctx = ibv_open_device(list[i]);
+        const char* name = v.get_device_name(list[i]);
+        ibv_context* ctx = v.open_device(list[i]);
         if (!name) continue;
         if (!ctx) continue;  // merge_verbs reports it as unopenable
         ibv_device_attr dev{};
-        if (ibv_query_device(ctx, &dev) == 0) {
+        if (v.query_device(ctx, &dev) == 0) {
             for (unsigned p = 1; p <= dev.phys_port_cnt; ++p) {
                 ibv_port_attr attr{};
-                if (ibv_query_port(ctx, static_cast<uint8_t>(p), &attr) != 0) continue;
+                if (query_port(v, ctx, static_cast<uint8_t>(p), &attr) != 0) continue;
                 RdmaPort r;
                 r.hca = name;
                 r.port = p;
@@ -104,9 +159,9 @@ VerbsListing list_verbs_ports() {
                 out.ports.push_back(r);
             }
         }
-        ibv_close_device(ctx);
+        v.close_device(ctx);
     }
-    ibv_free_device_list(list);
+    v.free_device_list(list);
     return out;
 }
 #else
