@@ -15,6 +15,7 @@
 #include "lib/check/exclude_list.h"
 #include "lib/plan/hostlist.h"
 #include "lib/check/preflight.h"
+#include "lib/plan/containers.h"
 #include "lib/util/replace_file.h"
 
 extern char** environ;
@@ -158,6 +159,13 @@ int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
         return kUsage;
     }
     const bool rank0 = env_or("SLURM_PROCID") == "0";
+    // apptainer exec IMAGE ...: this check runs here, before the container,
+    // so its NCCL and libraries are the node's, not the image's: said once.
+    if (auto c = apptainer_command(io.program); c && rank0)
+        say("mn-preflight: note: the program runs in " + c->runtime + " (" + c->image +
+            "); this check runs before it, on the node: it tests the node's NCCL and libraries, not the image's; "
+            "to test the image's, run the check in it as a step of its own: srun --mn-nccl=auto " + c->runtime +
+            " exec --nv " + c->image + " mn-preflight (mn-preflight needs only glibc there)");
     // Every rank's output is read: when rank 0 is lost, another rank
     // prints the verdict (and this process then reports it).
     const bool capture = true;

@@ -44,6 +44,13 @@ void tell_user(const std::string& text) {
     (void)rc;
 }
 
+// This process's mount namespace ("mnt:[4026531841]"); "" when unreadable.
+std::string mount_namespace() {
+    char buf[64] = {0};
+    const ssize_t n = readlink("/proc/self/ns/mnt", buf, sizeof buf - 1);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
 // --mn-preflight: mn-preflight check --exec ... -- in front of the task's
 // command, so the check runs in this task and then becomes the program.
 int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
@@ -51,7 +58,17 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
 #if MN_HAVE_PREPEND_TASK_ARGV
     const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
     if (access(bin.c_str(), X_OK) != 0) {
-        if (local_id == 0)
+        // pyxis entered the container before this task_init: the check
+        // would start there, and the image lacks it.
+        const bool in_container = !state().stepd_mnt_ns.empty() && mount_namespace() != state().stepd_mnt_ns;
+        if (local_id == 0 && in_container)
+            slurm_error("%s", message(req.source + ": " + bin + " is not in the container (pyxis), so the program "
+                                      "was not started; the site mounts it into every container with enroot's "
+                                      "mounts.d/50-mn-preflight.fstab (the mn-nccl package ships it), or run the "
+                                      "check as a step of its own first: srun --container-image=... --mn-nccl=auto "
+                                      "--container-mounts=" + bin + " " + bin)
+                                  .c_str());
+        else if (local_id == 0)
             slurm_error("%s", message(req.source + ": " + bin + " is not an executable here, so the program was "
                                       "not started; install mn-preflight on every node, or set preflight=PATH in "
                                       "plugstack.conf")
@@ -84,12 +101,6 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
 
 }  // namespace
 
-// This process's mount namespace ("mnt:[4026531841]"); "" when unreadable.
-std::string mount_namespace() {
-    char buf[64] = {0};
-    const ssize_t n = readlink("/proc/self/ns/mnt", buf, sizeof buf - 1);
-    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
-}
 
 // A pyxis option's value (spank_option_getopt finds options by name, any
 // plugin's); nullopt when not given or pyxis is not loaded.
