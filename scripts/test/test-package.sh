@@ -18,6 +18,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 LOCK=${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}
 CONFFILE=/etc/slurm/plugstack.conf.d/mn_nccl.conf
+# enroot's system mount of mn-preflight into pyxis containers.
+ENROOT_MOUNT=/etc/enroot/mounts.d/50-mn-preflight.fstab
+ENROOT_LINE="/usr/bin/mn-preflight /usr/bin/mn-preflight none x-create=file,bind,ro,nosuid,nodev,private"
 PASSED=0
 FAILED=0
 work=$(mktemp -d /var/tmp/mn-pkg.XXXXXX)
@@ -85,18 +88,22 @@ fi
 files=$(dpkg-deb -c "$deb" | awk '{print $NF}' | sed 's|^\./|/|')
 echo "$files" | grep -v '/$' | sed 's/^/    | /'
 want=("$plugindir/mn_nccl.so" /usr/bin/mn-preflight /usr/share/man/man8/mn_nccl.8.gz
-  /usr/share/man/man1/mn-preflight.1.gz "$CONFFILE")
+  /usr/share/man/man1/mn-preflight.1.gz "$CONFFILE" "$ENROOT_MOUNT")
 missing=()
 for f in "${want[@]}"; do grep -qxF "$f" <<<"$files" || missing+=("$f"); done
 stray=$(grep -E '\.la$|/usr/local/|/usr/lib/slurm/' <<<"$files")
 [ ${#missing[@]} -eq 0 ] && [ -z "$stray" ] &&
-  pass "the .deb holds the plugin in $plugindir, mn-preflight, both man pages and $CONFFILE" ||
+  pass "the .deb holds the plugin in $plugindir, mn-preflight, both man pages, $CONFFILE and $ENROOT_MOUNT" ||
   fail "the .deb's files" "missing: ${missing[*]:-none}" "stray: ${stray:-none}"
 
-conffiles=$(dpkg-deb -I "$deb" conffiles 2>/dev/null)
+conffiles=$(dpkg-deb -I "$deb" conffiles 2>/dev/null | sort | paste -sd' ')
 line=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$CONFFILE" 2>/dev/null)
-[ "$conffiles" = "$CONFFILE" ] && [ "$line" = "optional $plugindir/mn_nccl.so default=off port_range=20000-29999 force=0" ] &&
-  pass "$CONFFILE is the only conffile: $line" || fail "the conffile" "conffiles: $conffiles" "line: $line"
+mount_line=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$ENROOT_MOUNT" 2>/dev/null)
+[ "$conffiles" = "$ENROOT_MOUNT $CONFFILE" ] &&
+  [ "$line" = "optional $plugindir/mn_nccl.so default=off port_range=20000-29999 force=0" ] &&
+  [ "$mount_line" = "$ENROOT_LINE" ] &&
+  pass "the conffiles are $CONFFILE ($line) and $ENROOT_MOUNT ($mount_line)" ||
+  fail "the conffiles" "conffiles: $conffiles" "line: $line" "mount: $mount_line"
 
 depends=$(dpkg-deb -f "$deb" Depends)
 grep -qF "slurm-wlm-basic-plugins (>= $series), slurm-wlm-basic-plugins (<< $next)" <<<"$depends" &&
@@ -214,12 +221,13 @@ if [ "${MN_TEST_RPM:-1}" != 0 ]; then
     missing=()
     # RHEL's rpm compresses man pages, Debian's does not.
     for f in "$libdir/slurm/mn_nccl\.so" /usr/bin/mn-preflight '/usr/share/man/man8/mn_nccl\.8(\.gz)?' \
-      '/usr/share/man/man1/mn-preflight\.1(\.gz)?' "${CONFFILE//./\\.}"; do
+      '/usr/share/man/man1/mn-preflight\.1(\.gz)?' "${CONFFILE//./\\.}" "${ENROOT_MOUNT//./\\.}"; do
       grep -qxE "$f" <<<"$list" || missing+=("$f")
     done
     [ ${#missing[@]} -eq 0 ] && pass "the RPM holds $libdir/slurm/mn_nccl.so, mn-preflight, man pages, $CONFFILE" ||
       fail "the RPM's files" "missing: ${missing[*]}"
-    [ "$(rpm -qcp "$rpm" 2>/dev/null)" = "$CONFFILE" ] && pass "the RPM's only config file: $CONFFILE" ||
+    [ "$(rpm -qcp "$rpm" 2>/dev/null | sort | paste -sd' ')" = "$ENROOT_MOUNT $CONFFILE" ] &&
+      pass "the RPM's config files: $CONFFILE and $ENROOT_MOUNT" ||
       fail "the RPM's config files" "$(rpm -qcp "$rpm" 2>&1)"
     requires=$(rpm -qp --requires "$rpm" 2>/dev/null)
     grep -qx "slurm >= $series" <<<"$requires" && grep -qx "slurm < $next" <<<"$requires" &&
