@@ -65,7 +65,9 @@ Identity identity() {
     }
     const Libraries& libs = libraries();
     int n = 0;
-    if (libs.loaded && libs.cuda.init(0) == CUDA_SUCCESS && libs.cuda.device_count(&n) == CUDA_SUCCESS) {
+    // The driver alone counts and names them: a node without NCCL still
+    // has its GPUs (the check says NCCL is what it lacks).
+    if (libs.cuda_bound && libs.cuda.init(0) == CUDA_SUCCESS && libs.cuda.device_count(&n) == CUDA_SUCCESS) {
         id.gpus = n;
         std::set<std::string> models;
         for (int i = 0; i < n; ++i) {

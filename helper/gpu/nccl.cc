@@ -66,10 +66,16 @@ std::string nccl_warning() {
 
 void* open_nccl(std::string& why) {
     const char* path = std::getenv("MN_PREFLIGHT_NCCL");
-    void* lib = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_GLOBAL);
-    if (!lib)
-        why = std::string("no NCCL (") + (path && *path ? path : "libnccl.so.2") +
-              " not found; set MN_PREFLIGHT_NCCL=/path/to/libnccl.so.2)";
+    const std::string name = path && *path ? path : "libnccl.so.2";
+    void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) {
+        // The loader's words: a file missing, or one of its own libraries.
+        const char* e = dlerror();
+        std::string detail = e ? e : "";
+        if (detail.rfind(name + ": ", 0) == 0) detail.erase(0, name.size() + 2);
+        why = "no NCCL (" + name + ": " + (detail.empty() ? "not found" : detail) +
+              "; install NCCL or set MN_PREFLIGHT_NCCL=/path/to/libnccl.so.2)";
+    }
     return lib;
 }
 

@@ -60,14 +60,21 @@ for l in libcuda.so.1 libnvidia-ml.so.1; do
   p=$(ldconfig -p | awk -v n="$l" '$1 == n && /x86-64/ {print $NF; exit}')
   copy_lib "$p" || echo "   no $l on this machine"
 done
-# libcuda's own NEEDED that are not glibc (e.g. none on recent drivers).
-for n in $(readelf -d "$root/usr/lib/libcuda.so.1" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
-  [ -f "$root/usr/lib/$n" ] || copy_lib "$(ldconfig -p | awk -v x="$n" '$1 == x && /x86-64/ {print $NF; exit}')"
-done
 cp -L "$nccl" "$root/usr/lib/libnccl.so.2"
+# What the driver's libraries and NCCL need themselves (NCCL: libstdc++ and
+# libgcc_s, which any image with NCCL has): theirs, not mn-preflight's.
+for pass in 1 2; do
+  for f in "$root"/usr/lib/*; do
+    for n in $(readelf -d "$f" 2>/dev/null | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+      [ -f "$root/usr/lib/$n" ] || [ "$n" = ld-linux-x86-64.so.2 ] ||
+        copy_lib "$(ldconfig -p | awk -v x="$n" '$1 == x && /x86-64/ {print $NF; exit}')"
+    done
+  done
+done
 cp "$TOP/helper/mn-preflight" "$root/mn-preflight"
 echo "/usr/lib" >"$root/etc/ld.so.conf"
-ls "$root/usr/lib" | tr '\n' ' '; echo
+echo "the root's libraries: $(ls "$root/usr/lib" | tr '\n' ' ')"
+echo "mn-preflight's own: $(readelf -d "$root/mn-preflight" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')"
 # The GPU device files and /proc, /sys as a container runtime gives them.
 mount --rbind /dev "$root/dev" && mount -t proc proc "$root/proc" && mount --rbind /sys "$root/sys"
 # The root has no env or shell: the variables are set before chroot.
