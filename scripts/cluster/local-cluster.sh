@@ -134,12 +134,18 @@ EOF
   echo "# mn-nccl local cluster: no nameserver, names from /etc/hosts" >"$DIR/hosts/resolv.conf"
 }
 
+# MN_PLUGSTACK_BEFORE, MN_PLUGSTACK_AFTER: lines put before and after the
+# plugin's (another SPANK plugin, e.g. pyxis; SPANK calls them in file order).
 write_plugstack() {
   local kind=${1:-required}
   shift || true
   [ -f "$PLUGIN" ] || die "plugin $PLUGIN not built (run make first)"
   mkdir -p "$DIR"
-  echo "$kind $PLUGIN $*" >"$DIR/plugstack.conf"
+  {
+    [ -z "${MN_PLUGSTACK_BEFORE:-}" ] || printf '%s\n' "$MN_PLUGSTACK_BEFORE"
+    echo "$kind $PLUGIN $*"
+    [ -z "${MN_PLUGSTACK_AFTER:-}" ] || printf '%s\n' "$MN_PLUGSTACK_AFTER"
+  } >"$DIR/plugstack.conf"
 }
 
 net_up() {
