@@ -33,6 +33,10 @@ part "install (scripts/install-deps.sh)"
 deps_args=()
 [ $here_only = 1 ] && deps_args=(--here)
 bash scripts/install-deps.sh "${deps_args[@]}" || exit 1
+# The container rig for tests/integration/test_containers.sh (which waits
+# for it): pyxis and enroot from ../shared/vendor and a torch image, built
+# beside (about 5 min, mostly the image); host only.
+[ $here_only = 1 ] || (nice -n 10 bash scripts/cluster/containers.sh all >/tmp/mn-containers.log 2>&1 &)
 part "build (scripts/build.sh)"
 bash scripts/build.sh || exit 1
 
