@@ -8,17 +8,34 @@
 #   scripts/test/test-slurm-sources.sh [slurm-X.Y.Z.tar.xz ...]
 #
 # Without files it takes every slurm-*.tar.* in MN_VENDOR (default
-# ../shared/vendor beside the repository); where there is none it says how
-# to get one and skips. The last line is "slurm-sources: N passed, M failed".
+# ../shared/vendor beside the repository) and, where a clone of SchedMD's
+# repository is at hand (MN_SLURM_GIT, default ../.mirror/SchedMD+slurm/repo),
+# the newest tag of each series in MN_SLURM_SERIES (24.05 25.05 25.11);
+# where there is none it says how to get one and skips. The last line is
+# "slurm-sources: N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)
 vendor=${MN_VENDOR:-$top/../shared/vendor}
 archives=("$@")
+tags_dir=$(mktemp -d /tmp/mn-slurm-tags.XXXXXX)
+trap 'rm -rf "$tags_dir"' EXIT
 if [ ${#archives[@]} -eq 0 ]; then
   shopt -s nullglob
   archives=("$vendor"/slurm-*.tar.*)
   shopt -u nullglob
+  git_repo=${MN_SLURM_GIT:-$top/../.mirror/SchedMD+slurm/repo}
+  if git -C "$git_repo" rev-parse --git-dir >/dev/null 2>&1; then
+    for s in ${MN_SLURM_SERIES:-24.05 25.05 25.11}; do
+      # The newest release of the series: slurm-25-05-8-1.
+      tag=$(git -C "$git_repo" tag -l "slurm-${s/./-}-*-1" | grep -E -- '-[0-9]+-1$' | sort -V | tail -1)
+      [ -n "$tag" ] || { echo "slurm-sources: no release tag of $s in $git_repo"; continue; }
+      git -C "$git_repo" archive --prefix="$tag/" "$tag" slurm META | gzip -1 >"$tags_dir/$tag.tar.gz" &&
+        archives+=("$tags_dir/$tag.tar.gz")
+    done
+  else
+    echo "slurm-sources: no clone of SchedMD/slurm at $git_repo (MN_SLURM_GIT): 24.05, 25.05 and 25.11 not built"
+  fi
 fi
 if [ ${#archives[@]} -eq 0 ]; then
   echo "slurm-sources: skipped: no slurm-*.tar.* in $vendor; get one from SchedMD's tags" \
