@@ -3,7 +3,7 @@
 #include <dlfcn.h>
 
 #include "helper/gpu/libraries.h"
-#include "helper/gpu/symbols.h"
+#include "lib/util/symbols.h"
 
 namespace mn::gpu {
 

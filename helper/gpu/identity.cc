@@ -11,7 +11,7 @@
 
 #include "helper/gpu.h"
 #include "helper/gpu/libraries.h"
-#include "helper/gpu/symbols.h"
+#include "lib/util/symbols.h"
 
 namespace mn::gpu {
 

@@ -13,7 +13,7 @@
 
 #include "helper/gpu.h"
 #include "helper/gpu/libraries.h"
-#include "helper/gpu/symbols.h"
+#include "lib/util/symbols.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/preflight.h"
 #include "lib/util/bounded_file.h"

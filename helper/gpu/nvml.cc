@@ -8,7 +8,7 @@
 #include <dlfcn.h>
 
 #include "helper/gpu/libraries.h"
-#include "helper/gpu/symbols.h"
+#include "lib/util/symbols.h"
 
 #if HAVE_NVML_H
 #include <nvml.h>

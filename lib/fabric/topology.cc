@@ -22,6 +22,8 @@
 #include <dlfcn.h>
 #include <hwloc.h>
 
+#include "lib/util/symbols.h"
+
 // hwloc's types come from its header; its calls from the library loaded at
 // run time. The soname follows the API series the header is of: hwloc 2.x
 // is libhwloc.so.15; another series changes structs this file reads.
@@ -61,12 +63,6 @@ struct Hwloc {
     decltype(&::hwloc_bitmap_weight) bitmap_weight = nullptr;
     decltype(&::hwloc_bitmap_first) bitmap_first = nullptr;
 };
-
-template <typename F>
-bool sym(void* lib, const char* name, F& f) {
-    f = reinterpret_cast<F>(dlsym(lib, name));
-    return f != nullptr;
-}
 
 const Hwloc& hwloc() {
     static const Hwloc h = [] {

@@ -7,6 +7,8 @@
 #ifdef HAVE_IBVERBS
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
+
+#include "lib/util/symbols.h"
 #endif
 
 namespace mn {
@@ -90,12 +92,6 @@ struct Verbs {
     // without the extended op).
     int (*query_port)(ibv_context*, uint8_t, _compat_ibv_port_attr*) = nullptr;
 };
-
-template <typename F>
-bool sym(void* lib, const char* name, F& f) {
-    f = reinterpret_cast<F>(dlsym(lib, name));
-    return f != nullptr;
-}
 
 const Verbs& verbs() {
     static const Verbs v = [] {

@@ -1,10 +1,11 @@
-// One dlsym'd call, typed: the loaders of CUDA, NCCL and NVML take each
+// One dlsym'd call, typed: the loaders of the libraries used where present
+// (CUDA, NCCL, NVML in mn-preflight; hwloc and libibverbs in both) take each
 // call's type from its declaration (the library's header or our fallback).
 #pragma once
 
 #include <dlfcn.h>
 
-namespace mn::gpu {
+namespace mn {
 
 // `f` = the symbol `name` of `lib`; false when the library lacks it.
 template <typename F>
@@ -13,4 +14,4 @@ bool sym(void* lib, const char* name, F& f) {
     return f != nullptr;
 }
 
-}  // namespace mn::gpu
+}  // namespace mn
