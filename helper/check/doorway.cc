@@ -43,10 +43,10 @@ void refuse(int fd, const char* reason) {
 }
 
 // One sealed frame from a connected peer (blocking, bounded by d): its
-// decoded fields; *forged when it came whole but its seal did not open;
+// body; *forged when it came whole but its seal did not open;
 // *refused (with the reason in err) when the acceptor said so instead.
 std::optional<wire::Body> recv_sealed(int fd, const Deadline& d, wire::Seal& seal, std::size_t limit,
-                                        std::string* err, bool* forged, bool* refused) {
+                                      std::string* err, bool* forged, bool* refused) {
     *forged = *refused = false;
     std::string len(4, '\0');
     if (!wire::recv_all(fd, len.data(), 4, d)) {

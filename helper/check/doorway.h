@@ -1,8 +1,7 @@
 // Who may come in. Every connection of the check (a rank to rank 0, a rank
 // to a standby, a data connection between two ranks) opens with the same
 // handshake, in which each side proves the step secret to the other:
-//   acceptor  -> Challenge{protocol, nonce_a}               plain (text, every
-//                                                           build reads it)
+//   acceptor  -> Challenge{protocol, nonce_a}               plain text: every build reads it
 //   connector -> Knock{protocol, purpose, rank, nonce_c}    sealed: its proof
 //                and, where the purpose has one, its first message (sealed)
 //   acceptor  -> Welcome{its rank}                          sealed: its proof
