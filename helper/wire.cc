@@ -1,7 +1,6 @@
 #include "helper/wire.h"
 
 #include "lib/util/crypto.h"
-#include "lib/util/text.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -190,41 +189,6 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d) {
     return exchange(fd, nullptr, 0, fd, data, n, d, nullptr);
 }
 
-std::string encode(const Fields& f) {
-    std::string out;
-    for (const auto& [k, v] : f) {
-        out += k;
-        out += '=';
-        for (char c : v) {
-            if (c == '\\') out += "\\\\";
-            else if (c == '\n') out += "\\n";
-            else out += c;
-        }
-        out += '\n';
-    }
-    return out;
-}
-
-Fields decode(const std::string& text) {
-    Fields f;
-    for (const std::string& line : split_list(text, '\n')) {
-        const std::size_t eq = line.find('=');
-        if (eq == std::string::npos) continue;
-        std::string v;
-        for (std::size_t i = eq + 1; i < line.size(); ++i) {
-            const char next = i + 1 < line.size() ? line[i + 1] : '\0';
-            if (line[i] == '\\' && (next == '\\' || next == 'n')) {
-                v += next == 'n' ? '\n' : '\\';
-                ++i;
-            } else {
-                v += line[i];
-            }
-        }
-        f[line.substr(0, eq)] = v;
-    }
-    return f;
-}
-
 std::string Seal::mac(char dir, uint64_t seq, const std::string& body) const {
     std::string m(1, dir);
     for (int i = 7; i >= 0; --i) m.push_back(static_cast<char>(seq >> (8 * i)));
@@ -246,32 +210,31 @@ uint32_t length_of(const std::string& buf) {
     return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | b[3];
 }
 
-std::string frame(const Fields& f, Seal* seal) {
-    std::string body = encode(f);
-    if (seal) body += seal->close(body);
-    const std::size_t n = body.size();
+std::string frame(const Body& body, Seal* seal) {
+    const std::string mac = seal ? seal->close(body) : "";
+    const std::size_t n = body.size() + mac.size();
     return std::string{static_cast<char>(n >> 24), static_cast<char>(n >> 16), static_cast<char>(n >> 8),
                        static_cast<char>(n)} +
-           body;
+           body + mac;
 }
 
-bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal) {
-    const std::string bytes = frame(f, seal);
+bool send_msg(int fd, const Body& body, const Deadline& d, Seal* seal) {
+    const std::string bytes = frame(body, seal);
     g_msgs_out += 1;
     g_bytes_out += bytes.size();
     return send_all(fd, bytes.data(), bytes.size(), d);
 }
 
-Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used) {
+Outcome<std::optional<Body>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used) {
     if (used) *used = 0;
-    if (buf.size() < 4) return std::optional<Fields>{};
+    if (buf.size() < 4) return std::optional<Body>{};
     const uint32_t n = length_of(buf);
     const std::size_t mac = seal ? Seal::kMacBytes : 0;
     // A stray client (an HTTP probe, a port scan) must not make us allocate.
     if (n > limit + mac) return Problem{"a message of " + std::to_string(n) + " bytes is not mn-preflight's", ""};
     if (n < mac) return Problem{"a message of " + std::to_string(n) + " bytes is too short for its seal", ""};
-    if (buf.size() < 4 + std::size_t(n)) return std::optional<Fields>{};
-    const std::string body = buf.substr(4, n - mac);
+    if (buf.size() < 4 + std::size_t(n)) return std::optional<Body>{};
+    Body body = buf.substr(4, n - mac);
     if (seal && !seal->open(body, buf.substr(4 + n - mac, mac)))
         return Problem{"a message that does not carry this connection's seal (not from the rank that proved the "
                        "step secret, replayed or out of order)",
@@ -279,10 +242,10 @@ Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t li
     if (used) *used = 4 + n;
     g_msgs_in += 1;
     g_bytes_in += 4 + n;
-    return std::optional<Fields>(decode(body));
+    return std::optional<Body>(std::move(body));
 }
 
-std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal, std::size_t limit) {
+std::optional<Body> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal, std::size_t limit) {
     std::string buf(4, '\0');
     if (!exchange(fd, nullptr, 0, fd, buf.data(), 4, d, err)) return std::nullopt;
     const uint32_t n = length_of(buf);

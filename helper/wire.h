@@ -67,11 +67,10 @@ bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);
 bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,
               const Deadline& d, std::string* err);
 
-// Messages: a 4-byte big-endian length, then "key=value" lines. Keys are
-// the program's own (no '=' or newline); a value may hold any bytes: a
-// backslash and a newline in it travel as "\\" and "\n", so every value
-// comes back exactly. helper/check/messages.h gives each message its type.
-using Fields = std::map<std::string, std::string>;
+// Messages: a 4-byte big-endian length, then the body, the bytes
+// helper/check/messages.h encodes (CBOR) and decodes.
+using Body = std::string;
+using Fields = Body;  // its name in step.h, liveness.cc and collective.cc
 
 // A connection's seal, from its handshake (helper/check/doorway.h): every
 // message on it ends with HMAC-SHA-256(key, direction, sequence number,
@@ -99,20 +98,17 @@ private:
 constexpr std::size_t kMaxMessage = 1u << 20;
 
 // With a seal, the frame is length, body, MAC (the length counts both).
-std::string frame(const Fields& f, Seal* seal = nullptr);  // the bytes send_msg sends (sealing advances seal)
+std::string frame(const Body& body, Seal* seal = nullptr);  // the bytes send_msg sends (sealing advances seal)
 // The length at the front of a frame (buf holds at least 4 bytes).
 uint32_t length_of(const std::string& buf);
-bool send_msg(int fd, const Fields& f, const Deadline& d, Seal* seal = nullptr);
-std::optional<Fields> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal = nullptr,
-                               std::size_t limit = kMaxMessage);
-std::string encode(const Fields& f);
-// Lines without '=' are skipped; an unknown escape is kept as it stands.
-Fields decode(const std::string& text);
+bool send_msg(int fd, const Body& body, const Deadline& d, Seal* seal = nullptr);
+std::optional<Body> recv_msg(int fd, const Deadline& d, std::string* err, Seal* seal = nullptr,
+                             std::size_t limit = kMaxMessage);
 // One whole frame at the front of buf (its body, MAC removed and checked
 // when sealed): none while more bytes are needed; a problem when the
 // length is above `limit` or the seal does not open. `used` gets the
 // frame's size.
-Outcome<std::optional<Fields>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used);
+Outcome<std::optional<Body>> take_frame(const std::string& buf, std::size_t limit, Seal* seal, std::size_t* used);
 
 // Messages from many sockets at once, in the order they come: rank 0
 // hears whichever rank speaks first, so one rank's failure is not queued
@@ -129,7 +125,7 @@ public:
     void add(std::size_t key, int fd, Seal* seal = nullptr);
     struct Event {
         std::size_t key = 0;
-        std::optional<Fields> msg;  // none: the socket closed or broke (error says how), once
+        std::optional<Body> msg;  // none: the socket closed or broke (error says how), once
         std::string error;
     };
     // The next whole message (or a socket's end); none at the deadline or

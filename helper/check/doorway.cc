@@ -43,10 +43,10 @@ void refuse(int fd, const char* reason) {
 }
 
 // One sealed frame from a connected peer (blocking, bounded by d): its
-// decoded fields; *forged when it came whole but its seal did not open;
+// body; *forged when it came whole but its seal did not open;
 // *refused (with the reason in err) when the acceptor said so instead.
-std::optional<wire::Fields> recv_sealed(int fd, const Deadline& d, wire::Seal& seal, std::size_t limit,
-                                        std::string* err, bool* forged, bool* refused) {
+std::optional<wire::Body> recv_sealed(int fd, const Deadline& d, wire::Seal& seal, std::size_t limit,
+                                      std::string* err, bool* forged, bool* refused) {
     *forged = *refused = false;
     std::string len(4, '\0');
     if (!wire::recv_all(fd, len.data(), 4, d)) {
@@ -66,9 +66,9 @@ std::optional<wire::Fields> recv_sealed(int fd, const Deadline& d, wire::Seal& s
     }
     if (n >= wire::Seal::kMacBytes) {
         const std::string body = frame.substr(0, n - wire::Seal::kMacBytes);
-        if (seal.open(body, frame.substr(n - wire::Seal::kMacBytes))) return wire::decode(body);
+        if (seal.open(body, frame.substr(n - wire::Seal::kMacBytes))) return body;
     }
-    if (auto r = msg::decode_refused(wire::decode(frame))) {
+    if (auto r = msg::decode<msg::Refused>(frame)) {
         *refused = true;
         *err = refusal_text(r->reason);
         return std::nullopt;
@@ -132,7 +132,7 @@ std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg:
     return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce), kConnector, kAcceptor);
 }
 
-std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Fields>& first, wire::Seal& seal) {
+std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Body>& first, wire::Seal& seal) {
     // In order: each frame takes the seal's next sequence number.
     std::string out = wire::frame(msg::encode(k), &seal);
     if (first) out += wire::frame(*first, &seal);
@@ -152,15 +152,15 @@ KnockReading read_knock(const std::string& buf, const std::string& nonce_a, cons
     // Protocol 1 answered its challenge with an unsealed hello of any size.
     if (n > kFirstLimit) return stranger("sent what is not mn-preflight's");
     if (buf.size() < 4 + std::size_t(n)) return r;
-    const wire::Fields whole = wire::decode(buf.substr(4, n));
-    if (auto op = whole.find("op"); op != whole.end() && op->second == "hello")
+    // Protocol 1's hello: key=value lines, "op=hello" among them.
+    const std::string whole = "\n" + buf.substr(4, n);
+    if (whole.find("\nop=hello\n") != std::string::npos)
         return stranger("spoke an older mn-preflight protocol (1)", "protocol");
     if (n > kKnockLimit + wire::Seal::kMacBytes || n < wire::Seal::kMacBytes)
         return stranger("sent what is not mn-preflight's");
     // Its key comes from its own (still unproven) words.
     const std::string body = buf.substr(4, n - wire::Seal::kMacBytes);
-    const wire::Fields f = wire::decode(body);
-    auto k = msg::decode_knock(f);
+    auto k = msg::decode<msg::Knock>(body);
     if (!k || !plain_word(k->purpose) || k->nonce.size() != 32) return stranger("sent what is not mn-preflight's");
     if (k->version != msg::kProtocol)
         return stranger("spoke mn-preflight protocol " + std::to_string(k->version), "protocol");
@@ -305,7 +305,7 @@ std::vector<Guest> Doorway::turn(double wait, const Want& want) {
 // ---- the connector ---------------------------------------------------------------
 
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
-                       std::optional<uint32_t> acceptor, const std::optional<wire::Fields>& first,
+                       std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
                        const std::string& secret, const Deadline& d) {
     const std::string where = addr + ":" + std::to_string(port);
     std::string last = "nobody answered";
@@ -320,7 +320,7 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             continue;
         }
-        auto ch = msg::decode_challenge(*cf);
+        auto ch = msg::decode<msg::Challenge>(*cf);
         if (!ch)
             return Problem{"the process at " + where + " did not send mn-preflight's challenge: another process holds "
                            "the port",
@@ -328,7 +328,8 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
         if (ch->version != msg::kProtocol)
             return Problem{"the mn-preflight at " + where + " speaks protocol " + std::to_string(ch->version) +
                                ", this one protocol " + std::to_string(msg::kProtocol),
-                           "install the same mn-preflight on every node (and in every container image)"};
+                           "run one mn-preflight build on every node (the same package everywhere, and in every "
+                           "container image)"};
         const msg::Knock k{msg::kProtocol, purpose, rank, fresh_nonce()};
         auto seal = connector_seal(secret, k, ch->nonce);
         const std::string bytes = knock_bytes(k, first, *seal);
@@ -348,7 +349,7 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             continue;
         }
-        auto w = msg::decode_welcome(*wf);
+        auto w = msg::decode<msg::Welcome>(*wf);
         if (!w || (acceptor && w->rank != *acceptor))
             return Problem{"the rank at " + where + " is not the one this rank meant to reach", ""};
         return Channel{std::move(fd.value()), std::move(seal)};

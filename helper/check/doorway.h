@@ -1,7 +1,7 @@
 // Who may come in. Every connection of the check (a rank to rank 0, a rank
 // to a standby, a data connection between two ranks) opens with the same
 // handshake, in which each side proves the step secret to the other:
-//   acceptor  -> Challenge{protocol, nonce_a}               plain
+//   acceptor  -> Challenge{protocol, nonce_a}               plain text: every build reads it
 //   connector -> Knock{protocol, purpose, rank, nonce_c}    sealed: its proof
 //                and, where the purpose has one, its first message (sealed)
 //   acceptor  -> Welcome{its rank}                          sealed: its proof
@@ -48,7 +48,7 @@ struct Guest {
     std::shared_ptr<wire::Seal> seal;
     std::string purpose, peer;
     uint32_t rank = 0;
-    wire::Fields first;  // its first message (a doorway that waits for one)
+    wire::Body first;  // its first message (a doorway that waits for one)
 };
 
 // What strangers did at one doorway, by address.
@@ -112,10 +112,10 @@ private:
 // acceptor cut it off for a flood), answers the challenge, sends `first`
 // and waits for the Welcome; `acceptor`: the rank that must welcome it
 // (none: any rank of the step). A problem says what went wrong: nobody
-// answered, another protocol, or a process that does not prove the step
-// secret (another process holds the port).
+// answered, another protocol (both named), or a process that does not prove
+// the step secret (another process holds the port).
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
-                       std::optional<uint32_t> acceptor, const std::optional<wire::Fields>& first,
+                       std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
                        const std::string& secret, const Deadline& d);
 
 // The acceptor's reading of what a caller sent so far (pure: the doorway,
@@ -130,11 +130,11 @@ struct KnockReading {
     const char* refusal = nullptr;  // "secret" or "protocol", told to the caller
     msg::Knock knock;
     std::shared_ptr<wire::Seal> seal;
-    wire::Fields first;
+    wire::Body first;
 };
 KnockReading read_knock(const std::string& buf, const std::string& nonce_a, const std::string& secret, bool first);
 // The connector's knock (and first message) as they travel, sealed under `seal`.
-std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Fields>& first, wire::Seal& seal);
+std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Body>& first, wire::Seal& seal);
 // The acceptor's seal and the connector's, for a knock under nonce_a.
 std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);
 std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);

@@ -1,9 +1,10 @@
 // The messages between the ranks of mn-preflight's check: one struct per
-// message, each encoded and decoded here and nowhere else (helper/wire.h
-// frames them: a 4-byte length, then key=value lines, "op" naming the
-// message). Decoding never guesses: a missing or malformed field is an
-// error naming the message and the field, and the receiver holds it
-// against the peer that sent it.
+// message. messages.cc lists each struct's fields once (nlohmann-json's
+// struct mapping); a message travels as CBOR, {"Hello": {"rank": 1, ...}},
+// in helper/wire.h's frames. Decoding never guesses: a missing field, a
+// number out of its field's range, a word not of its set is an error naming
+// the message and the field, and the receiver holds it against the peer
+// that sent it.
 #pragma once
 
 #include <cstdint>
@@ -25,15 +26,17 @@ namespace mn::check::msg {
 enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
 const char* stage_name(Stage s);
 
-// ---- rendezvous (the control connection to rank 0) ----------------------
-
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
-// message that says so. 2: the handshake below (1 had one-way proofs).
-constexpr uint32_t kProtocol = 2;
+// message that names both. 3: messages in CBOR (2: key=value text; 1 had
+// one-way proofs).
+constexpr uint32_t kProtocol = 3;
 
-// The acceptor -> whoever connected: the protocol, and a fresh nonce.
+// The acceptor -> whoever connected: the protocol, and a fresh nonce. The
+// one message that is not CBOR: key=value lines ("op=challenge", "v=3",
+// "nonce=..."), as protocol 2 wrote every message, and so for good, so
+// that every build since protocol 2 reads the other's version in it.
 struct Challenge {
     uint32_t version = kProtocol;
     std::string nonce;
@@ -251,49 +254,26 @@ struct TakeoverReport {
 using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word>;
 using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport>;
 
-wire::Fields encode(const Challenge& m);
-wire::Fields encode(const Knock& m);
-wire::Fields encode(const Welcome& m);
-wire::Fields encode(const Refused& m);
-wire::Fields encode(const Hello& m);
-wire::Fields encode(const Prepare& m);
-wire::Fields encode(const Plan& m);
-wire::Fields encode(const PairCue& m);
-wire::Fields encode(const Word& m);
-wire::Fields encode(const Ready& m);
-wire::Fields encode(const Result& m);
-wire::Fields encode(const PairReport& m);
-wire::Fields encode(const GpuRetest& m);
-wire::Fields encode(const GpuRetestReport& m);
-wire::Fields encode(const Beat& m);
-wire::Fields encode(const Roster& m);
-wire::Fields encode(const Superseded& m);
-wire::Fields encode(const TakeoverReport& m);
-wire::Fields encode(const FromLead& m);
-wire::Fields encode(const FromRank& m);
-
-// Each message's decoder: the message, or what is wrong with it
-// ("plan: 'bytes'='12x' is not a whole number from 0 to ...").
-Outcome<Challenge> decode_challenge(const wire::Fields& f);
-Outcome<Knock> decode_knock(const wire::Fields& f);
-Outcome<Welcome> decode_welcome(const wire::Fields& f);
-Outcome<Refused> decode_refused(const wire::Fields& f);
-Outcome<Hello> decode_hello(const wire::Fields& f);
-Outcome<Prepare> decode_prepare(const wire::Fields& f);
-Outcome<Plan> decode_plan(const wire::Fields& f);
-Outcome<PairCue> decode_pair_cue(const wire::Fields& f);
-Outcome<Word> decode_word(const wire::Fields& f);
-Outcome<Ready> decode_ready(const wire::Fields& f);
-Outcome<Result> decode_result(const wire::Fields& f);
-Outcome<PairReport> decode_pair_report(const wire::Fields& f);
-Outcome<GpuRetest> decode_gpu_retest(const wire::Fields& f);
-Outcome<GpuRetestReport> decode_gpu_retest_report(const wire::Fields& f);
-Outcome<Beat> decode_beat(const wire::Fields& f);
-Outcome<Roster> decode_roster(const wire::Fields& f);
-Outcome<Superseded> decode_superseded(const wire::Fields& f);
-Outcome<TakeoverReport> decode_takeover_report(const wire::Fields& f);
-Outcome<FromLead> decode_from_lead(const wire::Fields& f);
-Outcome<FromRank> decode_from_rank(const wire::Fields& f);
+// A message as its body travels, and back: the message, or what is wrong
+// with it ("Hello: 'data_port' is 70000, not a whole number from 0 to
+// 65535"); garbage is such an error, never an exception.
+template <typename M>
+wire::Body encode(const M& m);
+template <typename M>
+Outcome<M> decode(const wire::Body& body);
+template <>
+wire::Body encode(const Challenge& m);
+template <>
+Outcome<Challenge> decode<Challenge>(const wire::Body& body);
+wire::Body encode(const FromLead& m);
+wire::Body encode(const FromRank& m);
+// One of the messages that may come on the control connection.
+Outcome<FromLead> decode_from_lead(const wire::Body& body);
+Outcome<FromRank> decode_from_rank(const wire::Body& body);
+// The phases' names for three of them.
+inline Outcome<Hello> decode_hello(const wire::Body& b) { return decode<Hello>(b); }
+inline Outcome<Word> decode_word(const wire::Body& b) { return decode<Word>(b); }
+inline Outcome<TakeoverReport> decode_takeover_report(const wire::Body& b) { return decode<TakeoverReport>(b); }
 
 template <typename M>
 bool send(int fd, const M& m, const wire::Deadline& d) {

@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     hello.label = peer.substr(0, 64);
     hello.gpu_why = peer;
     hello.problems = {nonce, secret};
-    const mn::wire::Fields first = msg::encode(hello);
+    const mn::wire::Body first = msg::encode(hello);
     auto cseal = mn::check::connector_seal(secret, k, nonce_a);
     const std::string bytes = mn::check::knock_bytes(k, first, *cseal);
     const KnockReading good = mn::check::read_knock(bytes, nonce_a, secret, true);
@@ -84,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         FUZZ_CHECK(mn::check::read_knock(bytes.substr(0, cut), nonce_a, secret, true).state == KnockReading::State::More,
                    "a prefix of %zu bytes of a good knock was judged", cut);
     // The acceptor's seal and the connector's agree from here on, once each.
-    const std::string body = mn::wire::encode(msg::encode(msg::Beat{}));
+    const std::string body = msg::encode(msg::Beat{});
     const std::string mac = good.seal->close(body);
     FUZZ_CHECK(cseal->open(body, mac) && !cseal->open(body, mac), "a sealed message was refused, or taken twice");
     return 0;

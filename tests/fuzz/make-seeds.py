@@ -56,103 +56,120 @@ for name, (a, b) in {"ib-two-rates": (ib, ib_slow), "ib-and-down": (ib, ib_down)
     put("sysfs", name, "|".join(a + b))
 
 
-def escape(v):
-    return v.replace("\\", "\\\\").replace("\n", "\\n")
+def cbor(v):
+    """CBOR (RFC 8949) as helper/check/messages writes its JSON: null, bools,
+    whole numbers, doubles, texts (str, or bytes kept as they are), lists,
+    maps in key order."""
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        size = next(s for s in (1, 2, 4, 8) if n < 1 << (8 * s))
+        return bytes([major << 5 | {1: 24, 2: 25, 4: 26, 8: 27}[size]]) + n.to_bytes(size, "big")
+    if v is None or isinstance(v, bool):
+        return {None: b"\xf6", True: b"\xf5", False: b"\xf4"}[v]
+    if isinstance(v, int):
+        return head(0, v) if v >= 0 else head(1, -1 - v)
+    if isinstance(v, float):
+        return b"\xfb" + struct.pack(">d", v)
+    if isinstance(v, (str, bytes)):
+        b = v.encode() if isinstance(v, str) else v
+        return head(3, len(b)) + b
+    if isinstance(v, list):
+        return head(4, len(v)) + b"".join(cbor(x) for x in v)
+    return head(5, len(v)) + b"".join(cbor(k) + cbor(v[k]) for k in sorted(v))
 
 
-def frame(fields):
-    """helper/wire's framing: 4-byte length, key=value lines in key order."""
-    body = "".join(f"{k}={escape(v)}\n" for k, v in sorted(fields.items())).encode()
+def frame(body):
+    """helper/wire's framing: 4-byte length, then the body."""
+    body = cbor(body) if isinstance(body, dict) else body
     return struct.pack(">I", len(body)) + body
 
 
-def items(key, values):
-    """helper/check/messages' lists: KEY=count, then KEY.0, KEY.1, ..."""
-    out = {key: str(len(values))}
-    out.update({f"{key}.{i}": v for i, v in enumerate(values)})
-    return out
-
-
-def nested(key, fields):
-    """A message inside another (a roster's hello): its fields under KEY."""
-    return {f"{key}.{k}": v for k, v in fields.items() if k != "op"}
-
-
-# Every message as mn-preflight sends it (helper/check/messages.cc).
-hello = {"op": "hello", "rank": "1", "node": "1", "label": "node1", "slurm_node": "node1", "host": "node1",
-         "pid": "4242", "gpu_ok": "0", "gpu_why": "no CUDA driver (libcuda.so.1 not found)", "gpus": "0",
-         "lanes": "1", "data_addr": "10.250.0.11", "data_port": "41234", "standby_port": "41240",
-         "fabric": "socket", "hcas": "",
-         "rate": "0", "mtu": "1500", "ifname": "eth0", "proof": "", **items("lane_gpus", []),
-         **items("problems", [])}
-gpu_hello = dict(hello, gpu_ok="1", gpu_why="", gpus="8", lanes="2", fabric="ib", hcas="mlx5_0:1,mlx5_1:1",
-                 rate="400", mtu="4096", **items("lane_gpus", ["GPU0 (0000:19:00.0)", "GPU1 (0000:3b:00.0)"]),
-                 **items("problems", ["mlx5_2:1 DOWN", "a | b"]))
-cpu_plan = {"op": "plan", "path": "cpu", "bytes": "4194304", "iters": "5", "warmup": "5", "budget": "2",
-            "pair_budget": "0.40000000000000002", "pair_bytes": "1048576", "nranks": "3", "first_rank": "0",
-            "id": "", "next_addr": "10.250.0.12", "next_port": "41235", "leader": "8",
-            "members": "9,10,11,12,13,14,15", "ring_pos": "1", "ring_size": "32", "prev": "0", "next": "16", **items("colors", [])}
-gpu_plan = dict(cpu_plan, path="gpu", bytes="67108864", iters="20", nranks="4", first_rank="2", members="",
-                id="f" * 256, **items("colors", ["0,0", "-1,1", "1000,1000"]))
-health = "\x1f".join(["GPU0 (0000:19:00.0)", "1", "", "4242:512:mn-preflight", "0", "", "0", "0", "4", "4",
-                      "16", "16", "18", "18", ""])
-result_cpu = {"op": "result", "ran": "1", "correct": "1", "error": "", "kind": "", "seconds": "0.0123",
-              "init": "0", "passes": "4.5", "pair_error": "", **items("transports", []),
-              **items("pair_seconds", [])}
-result_gpu = dict(result_cpu, seconds="0.00042", init="1.25", **items("transports", ["NET/IB", "P2P/CUMEM"]),
-                  **items("pair_seconds", ["0.001,0.0011", "-1,0.002"]))
-del result_gpu["passes"]
+# Every message as mn-preflight sends it (helper/check/messages.cc): its
+# name, then its fields.
+sig = {"fabric": "socket", "hcas": "", "rate_gbps": 0.0, "mtu": 1500}
+hello = {"rank": 1, "node": 1, "label": "node1", "slurm_node": "node1", "host": "node1", "pid": 4242,
+         "gpu_ok": False, "gpu_why": "no CUDA driver (libcuda.so.1 not found)", "gpus": 0, "lanes": 1,
+         "lane_gpus": [], "data_addr": "10.250.0.11", "data_port": 41234, "standby_port": 41240, "sig": sig,
+         "ifname": "eth0", "problems": []}
+gpu_hello = dict(hello, gpu_ok=True, gpu_why="", gpus=8, lanes=2, lane_gpus=["GPU0 (0000:19:00.0)", "GPU1 (0000:3b:00.0)"],
+                 sig={"fabric": "ib", "hcas": "mlx5_0:1,mlx5_1:1", "rate_gbps": 400.0, "mtu": 4096},
+                 problems=["mlx5_2:1 DOWN", "a | b\nc", b"\xff\x00 bytes"])
+cpu_plan = {"gpu": False, "bytes": 4194304, "iters": 5, "warmup": 5, "budget": 2.0, "pair_budget": 0.4,
+            "pair_bytes": 1048576, "nranks": 3, "first_rank": 0, "id": "", "next_addr": "10.250.0.12",
+            "next_port": 41235, "leader": 8, "members": [9, 10, 11, 12, 13, 14, 15], "ring_pos": 1, "ring_size": 32,
+            "prev": 0, "next": 16, "colors": []}
+gpu_plan = dict(cpu_plan, gpu=True, bytes=67108864, iters=20, nranks=4, first_rank=2, members=[], id="f" * 256,
+                colors=[[0, 0], [-1, 1], [1000, 1000]])
+gpu = {"gpu": "GPU0 (0000:19:00.0)", "nvml": True, "nvml_error": "",
+       "processes": [{"pid": 4242, "name": "mn-preflight", "used_mib": 512}], "ecc_uncorrected": 0,
+       "retirement_pending": None, "remap_pending": False, "remap_failed": False, "pcie_gen": 4, "pcie_gen_max": 4,
+       "pcie_width": 16, "pcie_width_max": 16, "nvlinks": 18, "nvlinks_up": 18, "hw_slowdown": False,
+       "hw_thermal": False, "sw_thermal": False, "power_brake": False}
+result_cpu = {"ran": True, "correct": True, "error": "", "kind": "none", "seconds": 0.0123, "init": 0.0,
+              "passes": 4.5, "transports": [], "pair_seconds": [], "pair_error": ""}
+result_gpu = dict(result_cpu, seconds=0.00042, init=1.25, passes=None, transports=["NET/IB", "P2P/CUMEM"],
+                  pair_seconds=[[0.001, 0.0011], [-1.0, 0.002]])
+knock = {"version": 3, "purpose": "control", "rank": 1, "nonce": "cd" * 16}
 messages = {
-    "challenge": {"op": "challenge", "nonce": "9f86d081884c7d659a2feaa0c55ad015"},
-    "hello": hello, "hello-gpu": gpu_hello,
-    "prepare": {"op": "prepare", "path": "cpu", "bytes": "4194304"},
-    "plan": cpu_plan, "plan-gpu": gpu_plan,
-    "pair-cue": {"op": "pair_cue", "tag": "pair:0:0", "peer": "1", "peer_addr": "10.250.0.11", "peer_port": "41236",
-                 "connect": "1", "bytes": "1048576", "iters": "3", "budget": "4.5", "time_bound": "0.4"},
-    "done": {"op": "word", "end": "done", "code": "0", "why": "check failed"},
-    "stop": {"op": "word", "end": "stop", "code": "1", "why": "node1: rank 1: set-up failed\nsecond line"},
-    "ready": {"op": "ready", "error": "", "health": health,
-              "fingerprint": "host=node1 nccl=2.28.9 nccl_path=/usr/lib/x86_64-linux-gnu/libnccl.so.2 cuda=12.8 "
-                             "gpu_model=NVIDIA%20H100%2080GB%20HBM3 gpus=8 gpus_requested=8 net= net_api= "
-                             "net_path= verbs=mlx5 verbs_needed=mlx5"},
-    "ready-fault": {"op": "ready", "error": "GPU1 (0000:3b:00.0): cudaMalloc failed", "health": ""},
-    "result": result_cpu, "result-gpu": result_gpu,
-    "result-peer": dict(result_cpu, ran="0", correct="0", kind="peer", error="ring from rank 2 to rank 1: \\ x"),
-    "pair-report": {"op": "pair_report", "tag": "pair:0:0", "seconds": "0.0042", "error": ""},
-    "gpu-retest": {"op": "gpu_retest", **items("colors", ["0,0", "-1,-1", "1,-1"])},
-    "gpu-retest-report": {"op": "gpu_retest_report", **items("seconds", ["0.0021,0.0022", "-1,-1", "0.0019,-1"]),
-                          "error": ""},
-    "knock": {"op": "knock", "v": "2", "purpose": "data:ring", "rank": "2", "nonce": "ab" * 16},
-    "welcome": {"op": "welcome", "rank": "0"}, "refused": {"op": "refused", "reason": "secret"},
-    "bad-number": dict(cpu_plan, bytes="12x"), "missing-field": {"op": "prepare", "path": "gpu"},
+    "hello": {"Hello": hello}, "hello-gpu": {"Hello": gpu_hello},
+    "prepare": {"Prepare": {"gpu": False, "bytes": 4194304}},
+    "plan": {"Plan": cpu_plan}, "plan-gpu": {"Plan": gpu_plan},
+    "pair-cue": {"PairCue": {"tag": "pair:0:0", "peer": 1, "peer_addr": "10.250.0.11", "peer_port": 41236,
+                             "connect": True, "bytes": 1048576, "iters": 3, "budget": 4.5, "time_bound": 0.4}},
+    "done": {"Word": {"done": True, "code": 0, "why": "check failed"}},
+    "stop": {"Word": {"done": False, "code": 1, "why": "node1: rank 1: set-up failed\nsecond line"}},
+    "ready": {"Ready": {"error": "", "health": [gpu],
+                        "fingerprint": "host=node1 nccl=2.28.9 nccl_path=/usr/lib/x86_64-linux-gnu/libnccl.so.2 "
+                                       "cuda=12.8 gpu_model=NVIDIA%20H100%2080GB%20HBM3 gpus=8 gpus_requested=8"}},
+    "ready-fault": {"Ready": {"error": "GPU1 (0000:3b:00.0): cudaMalloc failed", "health": [], "fingerprint": ""}},
+    "result": {"Result": result_cpu}, "result-gpu": {"Result": result_gpu},
+    "result-peer": {"Result": dict(result_cpu, ran=False, correct=False, kind="peer",
+                                   error="ring from rank 2 to rank 1: \\ x")},
+    "pair-report": {"PairReport": {"tag": "pair:0:0", "seconds": 0.0042, "error": ""}},
+    "gpu-retest": {"GpuRetest": {"colors": [[0, 0], [-1, -1], [1, -1]]}},
+    "gpu-retest-report": {"GpuRetestReport": {"seconds": [[0.0021, 0.0022], [-1.0, -1.0], [0.0019, -1.0]], "error": ""}},
+    "knock": {"Knock": dict(knock, purpose="data:ring", rank=2, nonce="ab" * 16)},
+    "welcome": {"Welcome": {"rank": 0}}, "refused": {"Refused": {"reason": "secret"}},
     # Liveness and takeover (helper/check/liveness.cc, takeover.cc).
-    "beat": {"op": "beat", "stage": "collective"},
-    "roster": {"op": "roster", **nested("lead", dict(hello, rank="0", node="0", label="node0", data_addr="10.250.0.10")),
-               **items("standbys", []), "standbys.0.rank": "1", "standbys.0.label": "node1",
-               "standbys.0.addr": "10.250.0.11", "standbys.0.port": "41240", "standbys": "1"},
-    "superseded": {"op": "superseded", "by": "1", "by_label": "node1", "code": "1"},
-    "takeover": {"op": "takeover", **nested("hello", hello)},
+    "beat": {"Beat": {"stage": "collective"}},
+    "roster": {"Roster": {"lead": dict(hello, rank=0, node=0, label="node0", data_addr="10.250.0.10"),
+                          "standbys": [{"rank": 1, "label": "node1", "addr": "10.250.0.11", "port": 41240}]}},
+    "superseded": {"Superseded": {"by": 1, "by_label": "node1", "code": 1}},
+    "takeover": {"TakeoverReport": {"hello": hello}},
+    # What the decoders refuse: out of range, of another type, missing, a word not of the set.
+    "port-out-of-range": {"Hello": dict(hello, data_port=70000)},
+    "negative-rank": {"Roster": {"lead": dict(hello, rank=-1), "standbys": []}},
+    "real-for-whole": {"Plan": dict(cpu_plan, bytes=12.5)},
+    "missing-field": {"Prepare": {"gpu": True}},
+    "unknown-stage": {"Beat": {"stage": "lunch"}},
 }
-for name, fields in messages.items():
-    put("wire", name, frame(fields))
-for name, data in {"http-probe": b"GET / HTTP/1.1\r\nHost: node0\r\n\r\n", "short": b"\x00\x00\x01",
-                   "two-frames": frame(messages["challenge"]) + frame({"op": "hello", "rank": "2"})}.items():
+for name, body in messages.items():
+    put("wire", name, frame(body))
+challenge = b"op=challenge\nv=3\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
+for name, data in {"challenge": frame(challenge),
+                   "challenge-v2": frame(b"nonce=9f86d081884c7d659a2feaa0c55ad015\nop=challenge\nv=2\n"),
+                   "v2-hello": frame(b"data_port=41234\nlabel=node1\nop=hello\nrank=1\n"),
+                   "http-probe": b"GET / HTTP/1.1\r\nHost: node0\r\n\r\n", "short": b"\x00\x00\x01",
+                   "deep": frame(b"\xa1\x65Hello" + b"\x81" * 64),
+                   "huge-length": frame(b"\xa1\x65Hello\xbb\x7f\xff\xff\xff\xff\xff\xff\xff"),
+                   "two-frames": frame(challenge) + frame({"Hello": dict(hello, rank=2)})}.items():
     put("wire", name, data)
 
 # The handshake (helper/check/doorway): a knock sealed as a rank would seal
-# it under this secret and challenge nonce, with its hello; an old
-# protocol's hello; a knock without its MAC; a stranger's probe.
+# it under this secret and challenge nonce, with its hello; protocol 1's
+# hello; a knock without its MAC; a stranger's probe.
 secret = "4f3c2b1a09f8e7d6c5b4a39281706f5e"
 nonce = "9f86d081884c7d659a2feaa0c55ad015"
-def sealed(key, seq, fields):
-    body = b"".join(f"{k}={v}\n".encode() for k, v in sorted(fields.items()))
+def sealed(key, seq, body):
+    body = cbor(body)
     mac = hmac.new(key, b"c" + struct.pack(">Q", seq) + body, hashlib.sha256).digest()
     return struct.pack(">I", len(body) + 32) + body + mac
-knock = {"op": "knock", "v": "2", "purpose": "control", "rank": "1", "nonce": "cd" * 16}
-key = hmac.new(secret.encode(), f"mn-preflight/2\ncontrol\n1\n{nonce}\n{'cd' * 16}".encode(), hashlib.sha256).digest()
-for name, data in {"knock-hello": sealed(key, 0, knock) + sealed(key, 1, hello), "knock": sealed(key, 0, knock),
-                   "old-hello": frame(dict(hello, proof="ab" * 32)), "knock-no-mac": frame(knock),
-                   "probe": b"SSH-2.0-OpenSSH_9.2\r\n"}.items():
+key = hmac.new(secret.encode(), f"mn-preflight/3\ncontrol\n1\n{nonce}\n{'cd' * 16}".encode(), hashlib.sha256).digest()
+for name, data in {"knock-hello": sealed(key, 0, {"Knock": knock}) + sealed(key, 1, {"Hello": hello}),
+                   "knock": sealed(key, 0, {"Knock": knock}),
+                   "old-hello": frame(b"data_port=41234\nop=hello\nproof=" + b"ab" * 32 + b"\nrank=1\n"),
+                   "knock-no-mac": frame({"Knock": knock}), "probe": b"SSH-2.0-OpenSSH_9.2\r\n"}.items():
     put("handshake", name, secret.encode() + b"\0" + nonce.encode() + b"\0" + data)
 
 nccl = [

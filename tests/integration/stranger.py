@@ -5,9 +5,10 @@ listening ports in /proc/net/tcp, mn-preflight's protocol from its source)
 and not the step secret. Every mode is bounded in time and connections and
 talks only to the address it is given (the local cluster's namespaces).
 
-  stranger.py squat ADDR PORT SECONDS [--proto 1|2]
+  stranger.py squat ADDR PORT SECONDS [--proto 1|2|3]
       holds the port before rank 0 and plays rank 0: a challenge, then a
-      forged welcome and a "done, exit 0" word to whoever knocks.
+      forged welcome and a "done, exit 0" word to whoever knocks (protocol 3:
+      CBOR; 2: key=value text, as an older mn-preflight; 1: no version).
   stranger.py flood ADDR PORT SECONDS [--idle N] [--slow N] [--rate R]
       N idle connections held, N that send one byte every 0.2 s, R new
       connections a second that send one byte, and frames of forged text
@@ -28,6 +29,16 @@ import time
 def frame(text):
     body = text.encode()
     return struct.pack(">I", len(body)) + body
+
+
+def text(s):
+    """A CBOR text of under 24 bytes."""
+    return bytes([0x60 + len(s)]) + s.encode()
+
+
+# Protocol 3's {"Welcome": {"rank": 0}} and {"Word": {"code": 0, "done": true, "why": "all good"}}.
+WELCOME = b"\xa1" + text("Welcome") + b"\xa1" + text("rank") + b"\x00"
+WORD = b"\xa1" + text("Word") + b"\xa3" + text("code") + b"\x00" + text("done") + b"\xf5" + text("why") + text("all good")
 
 
 def connect(addr, port, timeout=0.5):
@@ -60,14 +71,14 @@ def squat(a):
         n += 1
         c.settimeout(1.0)
         nonce = os.urandom(16).hex()
-        version = "" if a.proto == 1 else "v=2\n"
+        version = "" if a.proto == 1 else f"v={a.proto}\n"
         try:
             c.sendall(frame(f"op=challenge\n{version}nonce={nonce}\n"))
             c.recv(65536)  # the knock (and hello), whatever it proves
-            if a.proto == 2:
-                body = b"op=welcome\nrank=0\n"
-                c.sendall(struct.pack(">I", len(body) + 32) + body + os.urandom(32))
-            c.sendall(frame("op=word\ndone=1\ncode=0\nwhy=all good\n"))
+            welcome, word = (WELCOME, WORD) if a.proto == 3 else (b"op=welcome\nrank=0\n", b"op=word\ndone=1\ncode=0\nwhy=all good\n")
+            if a.proto >= 2:
+                c.sendall(struct.pack(">I", len(welcome) + 32) + welcome + os.urandom(32))
+            c.sendall(struct.pack(">I", len(word)) + word)
         except OSError:
             pass
         held.append(c)
@@ -173,7 +184,7 @@ def main():
     s.add_argument("addr")
     s.add_argument("port", type=int)
     s.add_argument("seconds", type=float)
-    s.add_argument("--proto", type=int, default=2)
+    s.add_argument("--proto", type=int, default=3)
     f = sub.add_parser("flood")
     f.add_argument("addr")
     f.add_argument("port", type=int)

@@ -57,7 +57,7 @@ squatter_case() {  # PROTO: the port held by a stranger speaking that protocol
 t_port_held_by_a_squatter() {
   local name="MASTER_PORT held by another user who speaks the protocol (a forged welcome, 'done, exit 0'): every rank fails, rank 0 says it cannot listen, the others that the holder does not prove the secret; check --exec never starts the program"
   rm -f "$OUT"/launched.*
-  squatter_case 2
+  squatter_case 3
   local exits; exits=$(rank_exits)
   local execs; execs=$(lines '^EXEC ' | awk '$3 == 0' | wc -l)
   [ "$(lines '^EXIT ' | wc -l)" = 3 ] && ! grep -q ':0$' <<<"${exits// /$'\n'}" && [ "$execs" = 0 ] &&
@@ -67,15 +67,29 @@ t_port_held_by_a_squatter() {
   pass "$name ($exits)"
 }
 
-t_port_held_by_an_old_protocol() {
-  local name="MASTER_PORT held by a stranger speaking protocol 1 (no version, unsealed 'done, exit 0'): every rank fails, none exits 0, no program starts"
+# PROTO NAME TEXT...: the port held by a squatter of an older protocol:
+# every rank fails, saying each TEXT; none exits 0, no program starts.
+older_squatter() {
+  local proto=$1 name=$2 t ok=1 exits
+  shift 2
   rm -f "$OUT"/launched.*
-  squatter_case 1
-  local exits; exits=$(rank_exits)
+  squatter_case "$proto"
+  exits=$(rank_exits)
   [ "$(lines '^EXIT ' | wc -l)" = 3 ] && ! grep -q ':0$' <<<"${exits// /$'\n'}" &&
-    has "did not send mn-preflight's challenge: another process holds the port" &&
-    [ -z "$(ls "$OUT"/launched.* 2>/dev/null)" ] || { fail "$name" "exits=$exits"; return; }
+    [ -z "$(ls "$OUT"/launched.* 2>/dev/null)" ] || ok=0
+  for t in "$@"; do has "$t" || ok=0; done
+  [ $ok = 1 ] || { fail "$name" "exits=$exits"; return; }
   pass "$name ($exits)"
+}
+
+t_port_held_by_an_old_protocol() {
+  older_squatter 1 "MASTER_PORT held by a stranger speaking protocol 1 (no version, unsealed 'done, exit 0'): every rank fails, none exits 0, no program starts" \
+    "did not send mn-preflight's challenge: another process holds the port"
+}
+
+t_port_held_by_another_build() {
+  older_squatter 2 "MASTER_PORT held by an mn-preflight of protocol 2 (an older build, key=value messages): every rank fails naming both protocols and the fix, none exits 0, no program starts" \
+    "speaks protocol 2, this one protocol 3" "run one mn-preflight build on every node"
 }
 
 t_flood_on_master_port() {

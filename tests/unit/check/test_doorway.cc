@@ -1,14 +1,16 @@
 // The handshake (helper/check/doorway) and the seal (helper/wire) over real
 // loopback sockets: a rank with the step secret is admitted and proves the
-// acceptor in turn; a stranger, a replayed knock, an old protocol, a
-// squatter without the secret, idle and slow connections are each refused
-// for what they are, and none of them holds the doorway up.
+// acceptor in turn; a stranger, a replayed knock, another protocol (both
+// named, either side), a squatter without the secret, idle and slow
+// connections are each refused for what they are, and none of them holds
+// the doorway up.
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "helper/check/doorway.h"
@@ -60,11 +62,25 @@ std::string raw_frame(const std::string& body) {
            body;
 }
 
-wire::Fields hello_of(uint32_t rank) {
+wire::Body hello_of(uint32_t rank) {
     msg::Hello h;
     h.rank = rank;
     h.label = "node" + std::to_string(rank);
     return msg::encode(h);
+}
+
+// Rank 1's knock at a rank 0 that sends this challenge and nothing more.
+Outcome<Channel> knock_after(const std::string& challenge) {
+    Door d;
+    std::thread rank0([&] {
+        std::string peer;
+        auto c = wire::accept_one(d.listen.get(), Deadline::in(3), &peer);
+        if (c) wire::send_msg(c->get(), challenge, Deadline::in(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    });
+    auto c = knock("127.0.0.1", d.port, "control", 1, 0u, hello_of(1), kSecret, Deadline::in(3));
+    rank0.join();
+    return c;
 }
 
 }  // namespace
@@ -141,7 +157,7 @@ static void a_squatter_without_the_secret_is_found_out(void**) {
         char buf[4096];
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         (void)::recv(c->get(), buf, sizeof buf, MSG_DONTWAIT);
-        const std::string body = wire::encode(msg::encode(msg::Welcome{0}));
+        const std::string body = msg::encode(msg::Welcome{0});
         const std::string forged = raw_frame(body + std::string(32, 'x'));
         (void)::send(c->get(), forged.data(), forged.size(), MSG_NOSIGNAL);
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -154,16 +170,8 @@ static void a_squatter_without_the_secret_is_found_out(void**) {
 }
 
 static void an_older_protocol_is_named_on_both_sides(void**) {
-    Door d;
     // Protocol 1's rank 0: a challenge without a version.
-    std::thread old_rank0([&] {
-        std::string peer;
-        auto c = wire::accept_one(d.listen.get(), Deadline::in(3), &peer);
-        if (c) wire::send_msg(c->get(), {{"op", "challenge"}, {"nonce", "n"}}, Deadline::in(1));
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    });
-    auto c = knock("127.0.0.1", d.port, "control", 1, 0u, hello_of(1), kSecret, Deadline::in(3));
-    old_rank0.join();
+    auto c = knock_after("nonce=n\nop=challenge\n");
     assert_false(c.ok());
     assert_contains(c.problem().what, "did not send mn-preflight's challenge");
     // Protocol 1's rank: it answers the challenge with a hello.
@@ -172,9 +180,40 @@ static void an_older_protocol_is_named_on_both_sides(void**) {
     auto s = wire::connect_tcp("127.0.0.1", d2.port, Deadline::in(1));
     std::string err;
     assert_true(wire::recv_msg(s->get(), Deadline::in(1), &err).has_value());
-    assert_true(wire::send_msg(s->get(), {{"op", "hello"}, {"rank", "1"}, {"proof", "00"}}, Deadline::in(1)));
+    assert_true(wire::send_msg(s->get(), "op=hello\nproof=00\nrank=1\n", Deadline::in(1)));
     Acceptor a = acc.get();
     assert_contains(a.strangers.summary(), "spoke an older mn-preflight protocol (1)");
+}
+
+// Protocol 2 (messages as key=value lines) and this build (CBOR) meet: each
+// side names both protocols and the fix, whichever of them listens.
+static void another_build_is_named_on_both_sides(void**) {
+    // Protocol 2's rank 0, its challenge byte for byte (keys in order).
+    auto c = knock_after("nonce=" + std::string(32, 'e') + "\nop=challenge\nv=2\n");
+    assert_false(c.ok());
+    assert_contains(c.problem().what, "speaks protocol 2, this one protocol 3");
+    assert_contains(c.problem().fix, "run one mn-preflight build on every node");
+    // This build's challenge, read as protocol 2 reads every message
+    // (key=value lines; op, v and nonce): it finds protocol 3 and says so.
+    Door d;
+    auto acc = run_doorway(d.listen.get(), kSecret, 1, 1, true);
+    auto s = wire::connect_tcp("127.0.0.1", d.port, Deadline::in(1));
+    std::string err;
+    auto ch = wire::recv_msg(s->get(), Deadline::in(1), &err);
+    acc.get();
+    if (!ch) fail_msg("no challenge: %s", err.c_str());
+    std::map<std::string, std::string> v2;
+    for (const std::string& line : split_list(*ch, '\n')) v2[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
+    assert_str(v2["op"], "challenge");
+    assert_str(v2["v"], "3");
+    assert_int_equal(v2["nonce"].size(), 32);
+    // A rank of another protocol that knocks all the same is refused for it.
+    const msg::Knock k4{4, "control", 1, std::string(32, 'b')};
+    const std::string nonce_a(32, 'c');
+    KnockReading r = read_knock(knock_bytes(k4, hello_of(1), *connector_seal(kSecret, k4, nonce_a)), nonce_a, kSecret, true);
+    assert_int_equal(static_cast<int>(r.state), static_cast<int>(KnockReading::State::Stranger));
+    assert_str(r.what, "spoke mn-preflight protocol 4");
+    assert_str(r.refusal, "protocol");
 }
 
 static void a_replayed_knock_is_not_a_proof(void**) {
@@ -268,6 +307,7 @@ int main() {
         cmocka_unit_test(a_wrong_secret_is_refused_and_told),
         cmocka_unit_test(a_squatter_without_the_secret_is_found_out),
         cmocka_unit_test(an_older_protocol_is_named_on_both_sides),
+        cmocka_unit_test(another_build_is_named_on_both_sides),
         cmocka_unit_test(a_replayed_knock_is_not_a_proof),
         cmocka_unit_test(idle_and_slow_strangers_hold_nobody_up),
         cmocka_unit_test(strangers_time_out_and_are_summarised_by_address),

@@ -1,0 +1,145 @@
+// The messages between ranks (helper/check/messages): CBOR both ways, and
+// decoders as strict as the fields they fill: a number out of its field's
+// range, a word not of its set, a missing field, a message of another name
+// or what is not CBOR at all is a problem naming the message and the field,
+// never an exception; the challenge stays text that protocol 2 reads.
+#include <nlohmann/json.hpp>
+
+#include "helper/check/messages.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+using namespace mn::check;
+using nlohmann::json;
+
+namespace {
+
+std::string cbor(const json& j) {
+    const std::vector<uint8_t> v = json::to_cbor(j);
+    return std::string(v.begin(), v.end());
+}
+
+json as_json(const std::string& body) { return json::from_cbor(body); }
+
+msg::Hello a_hello() {
+    msg::Hello h;
+    h.rank = 3;
+    h.label = "node1";
+    h.lanes = 2;
+    h.lane_gpus = {"GPU0 (0000:19:00.0)", "GPU1 (0000:3b:00.0)"};
+    h.data_port = 41234;
+    h.sig = {"ib", "mlx5_0:1", 400, 4096};
+    h.problems = {"a\nb", std::string("\xff\x00 bytes", 8)};
+    return h;
+}
+
+// The problem decoding `m` with one field set to `value` (at `path`).
+template <typename M>
+std::string with(const M& m, const json::json_pointer& path, const json& value) {
+    json j = as_json(msg::encode(m));
+    j[path] = value;
+    auto back = msg::decode<M>(cbor(j));
+    if (back) fail_msg("%s = %s was taken", path.to_string().c_str(), value.dump().c_str());
+    return back.problem().what;
+}
+
+}  // namespace
+
+static void messages_travel_as_cbor_and_come_back_whole(void**) {
+    const msg::Hello h = a_hello();
+    const std::string body = msg::encode(h);
+    const json j = as_json(body);
+    assert_int_equal(j.at("Hello").at("data_port").get<int>(), 41234);
+    assert_str(j.at("Hello").at("sig").at("fabric").get<std::string>(), "ib");
+    assert_true(msg::decode<msg::Hello>(body).value() == h);
+    msg::Result r;
+    r.kind = msg::Result::Kind::Peer;
+    r.passes = 4.5;
+    r.pair_seconds = {{0.001, -1}, {}};
+    assert_true(msg::decode<msg::Result>(msg::encode(r)).value() == r);
+    r.passes.reset();
+    assert_true(msg::decode<msg::Result>(msg::encode(r)).value() == r);
+    msg::Ready ready;
+    GpuReadings g;
+    g.gpu = "GPU0 (0000:19:00.0)";
+    g.processes = {{4242, "mn-preflight", 512}};
+    g.remap_pending = true;
+    ready.health = {g};
+    assert_true(msg::decode<msg::Ready>(msg::encode(ready)).value() == ready);
+    auto lead = msg::decode_from_lead(msg::encode(msg::FromLead(msg::Word{true, 0, "ok"})));
+    assert_true(lead && std::get<msg::Word>(lead.value()) == (msg::Word{true, 0, "ok"}));
+}
+
+static void a_number_goes_only_into_a_field_that_holds_it(void**) {
+    const msg::Hello h = a_hello();
+    assert_str(with(h, "/Hello/data_port"_json_pointer, 70000),
+               "Hello: 'data_port' is 70000, not a whole number from 0 to 65535");
+    assert_str(with(h, "/Hello/rank"_json_pointer, -1), "Hello: 'rank' is -1, not a whole number from 0 to 4294967295");
+    assert_str(with(h, "/Hello/rank"_json_pointer, 1.5), "Hello: 'rank' is 1.5, not a whole number from 0 to 4294967295");
+    assert_str(with(h, "/Hello/lanes"_json_pointer, 0), "Hello: 'lanes' is 0, not a whole number from 1 to 65536");
+    assert_str(with(h, "/Hello/sig/rate_gbps"_json_pointer, "fast"), "Hello: 'sig.rate_gbps' is a string, not a finite number");
+    assert_str(with(h, "/Hello/label"_json_pointer, 7), "Hello: 'label' type must be string, but is number");
+    assert_str(with(msg::Word{false, 1, ""}, "/Word/code"_json_pointer, 256),
+               "Word: 'code' is 256, not a whole number from 0 to 255");
+    assert_str(with(msg::Beat{}, "/Beat/stage"_json_pointer, "lunch"),
+               "Beat: 'stage' is not one of 'rendezvous', 'readiness', 'collective', 'pairs', 'verdict'");
+    msg::Plan p;
+    p.colors = {{0, -1}};
+    assert_str(with(p, "/Plan/iters"_json_pointer, -5), "Plan: 'iters' is -5, not a whole number from 0 to 2147483647");
+    assert_str(with(p, "/Plan/colors/0/1"_json_pointer, 1ll << 40),
+               "Plan: 'colors' is 1099511627776, not a whole number from -2147483648 to 2147483647");
+    msg::Roster roster{h, {}};
+    assert_str(with(roster, "/Roster/lead/data_port"_json_pointer, 65536),
+               "Roster: 'lead.data_port' is 65536, not a whole number from 0 to 65535");
+    msg::PairReport rep{"pair:0:0", 0.5, ""};
+    json j = as_json(msg::encode(rep));
+    j["PairReport"]["seconds"] = std::numeric_limits<double>::infinity();
+    assert_str(msg::decode<msg::PairReport>(cbor(j)).problem().what, "PairReport: 'seconds' is Infinity, not a finite number");
+}
+
+static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {
+    json j = as_json(msg::encode(a_hello()));
+    j["Hello"].erase("label");
+    assert_str(msg::decode<msg::Hello>(cbor(j)).problem().what, "Hello: 'label' is missing");
+    assert_str(msg::decode<msg::Hello>(msg::encode(msg::Beat{})).problem().what, "Hello: a message 'Beat' came");
+    assert_str(msg::decode_from_lead(msg::encode(msg::Superseded{})).problem().what,
+               "a message 'Superseded', which rank 0 never sends");
+    assert_str(msg::decode<msg::Hello>(cbor({{"Hello", {1, 2}}})).problem().what,
+               "Hello: is an array, not an object of fields");
+    // Garbage, truncated CBOR, bytes after the message, a length claimed
+    // and never sent, nesting deeper than any message: problems, not crashes.
+    const std::string good = msg::encode(a_hello());
+    for (const std::string& bad : {std::string("GET / HTTP/1.0\r\n\r\n"), std::string(), good.substr(0, good.size() / 2),
+                                   good + "x", std::string("\x9b\xff\xff\xff\xff\xff\xff\xff\xff", 9),
+                                   std::string("\xbb\x7f\xff\xff\xff\xff\xff\xff\xff", 9),
+                                   std::string("\xa1\x65Hello") + std::string(100000, '\x81')}) {
+        auto m = msg::decode<msg::Hello>(bad);
+        assert_false(m.ok());
+        assert_contains(m.problem().what, "Hello: what came is not a message");
+        assert_false(msg::decode_from_rank(bad).ok());
+    }
+}
+
+static void the_challenge_is_text_that_protocol_2_reads(void**) {
+    const msg::Challenge c{msg::kProtocol, std::string(32, 'a')};
+    assert_str(msg::encode(c), "op=challenge\nv=3\nnonce=" + std::string(32, 'a') + "\n");
+    assert_true(msg::decode<msg::Challenge>(msg::encode(c)).value() == c);
+    // Protocol 2's, keys in order: its version is read.
+    auto v2 = msg::decode<msg::Challenge>("nonce=" + std::string(32, 'b') + "\nop=challenge\nv=2\n");
+    assert_int_equal(v2->version, 2);
+    assert_str(v2->nonce, std::string(32, 'b'));
+    // Protocol 1's had no version; a CBOR body is none.
+    assert_false(msg::decode<msg::Challenge>("nonce=n\nop=challenge\n").ok());
+    assert_false(msg::decode<msg::Challenge>("op=challenge\nv=x3\nnonce=n\n").ok());
+    assert_false(msg::decode<msg::Challenge>(msg::encode(msg::Welcome{})).ok());
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(messages_travel_as_cbor_and_come_back_whole),
+        cmocka_unit_test(a_number_goes_only_into_a_field_that_holds_it),
+        cmocka_unit_test(a_message_that_is_not_one_is_a_problem_naming_it),
+        cmocka_unit_test(the_challenge_is_text_that_protocol_2_reads),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
