@@ -490,6 +490,7 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
         c.env.push_back({"NCCL_IB_HCA", hca_list});
         c.env.push_back({"NCCL_IB_GID_INDEX", std::to_string(best)});
         c.why = "no ACTIVE InfiniBand; ACTIVE RoCE v2 ports";
+        if (oci_cluster) c.why += " (Oracle Cloud: the cluster network's, not the front end's)";
     } else {
         c.fabric = "socket";
         c.env.push_back({"NCCL_IB_DISABLE", "1"});

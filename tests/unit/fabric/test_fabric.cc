@@ -338,6 +338,7 @@ static void oci_h100_takes_the_cluster_network_ports(void**) {
                                          "mlx5_9:1,mlx5_10:1,mlx5_12:1,mlx5_13:1,mlx5_14:1,mlx5_15:1,mlx5_16:1,mlx5_17:1");
     assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "3");
     assert_int_equal(c.warnings.size(), 0);
+    assert_contains(c.why, "Oracle Cloud: the cluster network's");
     assert_str(verdict(c, "mlx5_2:1").reason,
                "Oracle Cloud front-end NIC (netdev eth0), not the cluster network's rdmaN ports");
     assert_contains(verdict(c, "mlx5_11:1").reason, "netdev eth1");
