@@ -72,14 +72,68 @@ bool all_digits(const std::string& s) {
            std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
 }
 
-// The last part of DIR/device/driver, a link into /sys/bus/*/drivers:
-// "efa", "mlx5_core"; "" without one. Only the link is read, never followed.
-std::string driver_of(const std::string& root, const std::string& hca) {
+// The last part of a link such as DIR/device/driver, into /sys/bus/*/drivers:
+// "efa", "mlx5_core", "gve"; "" without one. Only the link is read, never followed.
+std::string link_base(const std::string& path) {
     char buf[256];
-    const ssize_t n = readlink((root + "/class/infiniband/" + hca + "/device/driver").c_str(), buf, sizeof buf - 1);
+    const ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
     if (n <= 0) return "";
     const std::string target(buf, static_cast<std::size_t>(n));
     return target.substr(target.rfind('/') + 1);
+}
+
+std::string driver_of(const std::string& root, const std::string& hca) {
+    return link_base(root + "/class/infiniband/" + hca + "/device/driver");
+}
+
+// Google's gVNIC: its driver is gve; with no driver link to read, its PCI
+// ids say it (vendor 0x1ae0 Google, device 0x0042: the gve driver's
+// gve_id_table in drivers/net/ethernet/google/gve).
+bool gvnic_netdev(const std::string& root, const std::string& netdev) {
+    const std::string dev = root + "/class/net/" + netdev + "/device";
+    const std::string driver = link_base(dev + "/driver");
+    if (!driver.empty()) return driver == "gve";
+    return read_line(dev + "/vendor").value_or("") == "0x1ae0" && read_line(dev + "/device").value_or("") == "0x0042";
+}
+
+// Oracle Cloud names itself in the DMI chassis asset tag (cloud-init's
+// Oracle datasource reads the same).
+bool oracle_cloud(const std::string& root) {
+    return read_line(root + "/class/dmi/id/chassis_asset_tag").value_or("") == "OracleCloud.com";
+}
+
+// Google Cloud's A3 VMs: one gVNIC for the VM's own traffic and 4 (A3
+// High, A3 Edge: GPUDirect-TCPX) or 8 (A3 Mega: GPUDirect-TCPXO) for GPU
+// data. Any other count is some other VM, whose gVNICs are not listed.
+void read_gvnics(const std::string& root, std::vector<RdmaPort>& out) {
+    std::vector<std::string> names;
+    for (const auto& n : list_dir(root + "/class/net"))
+        if (gvnic_netdev(root, n)) names.push_back(n);
+    if (names.size() != 5 && names.size() != 9) return;
+    std::sort(names.begin(), names.end(), natural_less);
+    for (const auto& n : names) {
+        RdmaPort p;
+        p.hca = n;
+        p.gvnic = true;
+        p.link_layer = "gVNIC";
+        p.netdev = n;
+        const std::string dir = root + "/class/net/" + n;
+        auto state = read_attribute(dir + "/operstate");
+        if (!state) {
+            p.problem = state.problem().what;
+        } else {
+            p.netdev_state = *state;
+            p.state = *state == "up" ? "ACTIVE" : "DOWN";
+        }
+        auto mtu = read_line(dir + "/mtu");
+        if (mtu && all_digits(*mtu)) p.mtu = static_cast<unsigned>(std::strtoul(mtu->c_str(), nullptr, 10));
+        // Mb/s; "-1" or absent when the driver does not say.
+        auto speed = read_line(dir + "/speed");
+        if (speed && !speed->empty() && speed->size() <= 7 &&
+            std::all_of(speed->begin(), speed->end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+            p.rate_gbps = static_cast<double>(std::strtoul(speed->c_str(), nullptr, 10)) / 1000.0;
+        out.push_back(p);
+    }
 }
 
 // EC2 names the instance type in the DMI product name ("p4d.24xlarge").
@@ -174,7 +228,8 @@ std::string rate_str(double g) {
 std::string summary(const std::vector<RdmaPort>& ports) {
     std::map<std::string, std::vector<std::string>> by;
     for (const auto& p : ports) {
-        std::string k = p.problem.empty() ? (p.efa ? "AWS EFA " : p.roce() ? "RoCE " : "InfiniBand ") + p.state
+        std::string k = p.problem.empty()
+                            ? (p.efa ? "AWS EFA " : p.gvnic ? "gVNIC " : p.roce() ? "RoCE " : "InfiniBand ") + p.state
                                           : "unreadable";
         by[k].push_back(p.name());
     }
@@ -242,6 +297,9 @@ std::vector<RdmaPort> read_sysfs_ports(const std::string& root) {
             out.push_back(p);
         }
     }
+    if (oracle_cloud(root))
+        for (auto& p : out) p.oci = true;
+    read_gvnics(root, out);
     return out;
 }
 
@@ -255,28 +313,62 @@ bool efa_rdma_instance(const std::string& type) {
     return type.rfind("p4", 0) == 0 || type.rfind("p5", 0) == 0;
 }
 
+// rdma0, rdma15: the netdevs of an OCI GPU shape's cluster network ports
+// (OCI's images name them so; the front-end ports keep ethN).
+bool oci_cluster_netdev(const std::string& n) {
+    return n.size() > 4 && n.compare(0, 4, "rdma") == 0 &&
+           std::all_of(n.begin() + 4, n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+
 }  // namespace
 
 Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mode) {
     FabricChoice c;
-    std::vector<const RdmaPort*> ib, roce, efa;
+    std::vector<const RdmaPort*> ib, roce, efa, gvnics;
+    for (const auto& p : ports)
+        if (p.gvnic) gvnics.push_back(&p);
+    // Oracle Cloud: its GPU shapes' cluster network ports have netdevs
+    // rdma0.., the host's front-end ports (RoCE too) ethN; OCI's NCCL_IB_HCA
+    // lists only the former.
+    bool oci_cluster = false;
+    for (const auto& p : ports)
+        if (p.oci && p.roce() && oci_cluster_netdev(p.netdev)) oci_cluster = true;
+    auto oci_front_end = [&](const RdmaPort& p) { return oci_cluster && p.oci && p.roce() && !oci_cluster_netdev(p.netdev); };
     for (const auto& p : ports) {
         if (!p.problem.empty()) continue;
         if (p.state != "ACTIVE") continue;
+        if (p.gvnic) continue;
         if (p.efa) {
             efa.push_back(&p);
         } else if (p.roce()) {
-            if (p.gid_index && (p.netdev_state.empty() || p.netdev_state == "up")) roce.push_back(&p);
+            if (p.gid_index && (p.netdev_state.empty() || p.netdev_state == "up") && !oci_front_end(p))
+                roce.push_back(&p);
         } else {
             ib.push_back(&p);
         }
     }
+    // Google's A3: the first gVNIC (eth0, enp0s12) is the VM's own NIC, the
+    // others carry GPU data; TCPX/TCPXO needs one of those up.
+    const RdmaPort* control = gvnics.empty() ? nullptr : gvnics.front();
+    std::vector<const RdmaPort*> data_up;
+    for (std::size_t i = 1; i < gvnics.size(); ++i)
+        if (gvnics[i]->problem.empty() && gvnics[i]->state == "ACTIVE") data_up.push_back(gvnics[i]);
+    const std::string gcp = gvnics.size() == 9 ? "tcpxo" : "tcpx";
     double fastest = 0;
     for (auto* p : ib) fastest = std::max(fastest, p->rate_gbps);
 
     const bool want_efa = mode == Mode::Auto && !efa.empty();
     const bool want_ib = !want_efa && (mode == Mode::Auto || mode == Mode::Ib) && !ib.empty();
     const bool want_roce = !want_efa && !want_ib && (mode == Mode::Auto || mode == Mode::Roce) && !roce.empty();
+    const bool want_gcp = mode == Mode::Auto && !want_efa && !want_ib && !want_roce && !data_up.empty();
+    const std::string gcp_name = gcp == "tcpx" ? "Google Cloud's GPUDirect-TCPX" : "Google Cloud's GPUDirect-TCPXO";
+    std::string data_list;
+    for (std::size_t i = 1; i < gvnics.size(); ++i) data_list += (data_list.empty() ? "" : ",") + gvnics[i]->name();
+    const Problem gcp_instead{"--mn-nccl=" + std::string(to_string(mode)) + ": this node's network is " + gcp_name +
+                                  " (gVNIC data NICs " + data_list + "), which NCCL reaches through Google's " +
+                                  (gcp == "tcpx" ? "GPUDirect-TCPX" : "GPUDirect-TCPXO") + " plugin, not through its " +
+                                  (mode == Mode::Ib ? "InfiniBand" : "RoCE") + " transport",
+                              "use --mn-nccl=auto"};
     std::string efa_list;
     for (auto* p : efa) efa_list += (efa_list.empty() ? "" : ",") + p->name();
     const Problem efa_instead{"--mn-nccl=" + std::string(to_string(mode)) + ": this node's RDMA is AWS EFA (" +
@@ -285,11 +377,13 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
                               "use --mn-nccl=auto"};
     if (mode == Mode::Ib && ib.empty()) {
         if (!efa.empty()) return efa_instead;
+        if (!data_up.empty()) return gcp_instead;
         return Problem{"--mn-nccl=ib: this node has no ACTIVE InfiniBand port (it has: " + summary(ports) + ")",
                        "use --mn-nccl=auto to take what the node has, or have the admins check the HCAs"};
     }
     if (mode == Mode::Roce && roce.empty()) {
         if (!efa.empty()) return efa_instead;
+        if (!data_up.empty()) return gcp_instead;
         return Problem{"--mn-nccl=roce: this node has no ACTIVE RoCE port with a RoCE v2 IPv4 GID (it has: " +
                            summary(ports) + ")",
                        "use --mn-nccl=auto to take what the node has, or have the admins check the NICs"};
@@ -299,11 +393,21 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
     for (const auto& p : ports) {
         PortVerdict v{p, false, ""};
         if (!p.problem.empty()) v.reason = "skipped: " + p.problem;
+        else if (p.gvnic && p.state != "ACTIVE") v.reason = "operstate " + p.netdev_state;
         else if (p.state != "ACTIVE") v.reason = "state " + p.state + (p.phys_state.empty() ? "" : " (" + p.phys_state + ")");
         else if (p.roce() && !p.gid_index) v.reason = "RoCE port without a RoCE v2 IPv4-mapped GID";
         else if (p.roce() && !p.netdev_state.empty() && p.netdev_state != "up")
             v.reason = "netdev " + p.netdev + " is " + p.netdev_state;
+        else if (oci_front_end(p))
+            v.reason = "Oracle Cloud front-end NIC (netdev " + p.netdev + "), not the cluster network's rdmaN ports";
         else if (mode == Mode::Socket) v.reason = "--mn-nccl=socket";
+        else if (p.gvnic && !want_gcp)
+            v.reason = mode != Mode::Auto ? "gVNIC, which only --mn-nccl=auto takes (through Google's plugin)"
+                       : data_up.empty()  ? "gVNIC, while no data NIC is up"
+                                          : "gVNIC, unused while RDMA ports are ACTIVE";
+        else if (want_gcp && !p.gvnic) v.reason = "not a gVNIC, while " + gcp_name + " data NICs are up";
+        else if (want_gcp && &p == control)
+            v.reason = "control NIC: NCCL_SOCKET_IFNAME and the plugin's control channel, no GPU data";
         else if (want_efa && !p.efa) v.reason = "not EFA, while AWS EFA devices are ACTIVE";
         else if (!want_efa && p.efa) v.reason = "AWS EFA, which only --mn-nccl=auto takes";
         else if (want_ib && p.roce()) v.reason = "RoCE, while InfiniBand ports are ACTIVE";
@@ -314,6 +418,9 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
             v.chosen = true;
             if (want_efa)
                 v.reason = "ACTIVE AWS EFA, " + (p.rate_gbps > 0 ? rate_str(p.rate_gbps) : std::string("?")) + " Gb/s";
+            else if (want_gcp)
+                v.reason = std::string(gcp == "tcpx" ? "GPUDirect-TCPX" : "GPUDirect-TCPXO") + " data NIC, " +
+                           (p.rate_gbps > 0 ? rate_str(p.rate_gbps) : std::string("?")) + " Gb/s";
             else
                 v.reason = want_ib ? "ACTIVE InfiniBand, " + rate_str(p.rate_gbps) + " Gb/s"
                                    : "ACTIVE RoCE, GID index " + std::to_string(*p.gid_index);
@@ -338,6 +445,35 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
                 (type.empty() ? "" : " on " + type) +
                 ", which NCCL reaches through the aws-ofi-nccl plugin" +
                 (efa_rdma_instance(type) ? " with GPUDirect RDMA" : "");
+    } else if (want_gcp) {
+        // Google's plugins (libnccl-net.so of nccl-plugin-gpudirecttcpx, or
+        // of TCPXO under /var/lib/tcpxo/lib64) take their NICs, CPU
+        // bindings and RxDM socket from variables of their own whose right
+        // values depend on the plugin build and the machine type: the site's
+        // to set (Google's nccl-env-profile.sh), never guessed here. NCCL's
+        // own sockets stay on the control NIC.
+        c.fabric = gcp;
+        c.control_netdev = control->netdev;
+        for (std::size_t i = 1; i < gvnics.size(); ++i) c.data_netdevs.push_back(gvnics[i]->netdev);
+        std::string data;
+        for (const auto& n : c.data_netdevs) data += (data.empty() ? "" : ",") + n;
+        const std::string vars =
+            gcp == "tcpx" ? "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=" + data + ", NCCL_GPUDIRECTTCPX_CTRL_DEV=" + c.control_netdev
+                          : "NCCL_FASTRAK_IFNAME=" + data + ", NCCL_FASTRAK_CTRL_DEV=" + c.control_netdev;
+        c.why = gcp_name + " (" + (gcp == "tcpx" ? "A3 High/Edge" : "A3 Mega") + "): control NIC " + c.control_netdev +
+                ", " + std::to_string(c.data_netdevs.size()) + " gVNIC data NICs " + data +
+                ", which NCCL reaches only through Google's " + (gcp == "tcpx" ? "GPUDirect-TCPX" : "GPUDirect-TCPXO") +
+                " plugin; its variables (" + vars + ", ...) are the site's plugin configuration; NCCL_SOCKET_IFNAME "
+                "belongs on " + c.control_netdev;
+        if (control->problem.empty() && control->state != "ACTIVE")
+            c.warnings.push_back("the control NIC " + c.control_netdev + " is " + control->netdev_state +
+                                 ": NCCL's bootstrap and the plugin's control channel use it");
+        for (std::size_t i = 1; i < gvnics.size(); ++i)
+            if (!gvnics[i]->problem.empty() || gvnics[i]->state != "ACTIVE")
+                c.warnings.push_back("data NIC " + gvnics[i]->netdev + " is " +
+                                     (gvnics[i]->problem.empty() ? gvnics[i]->netdev_state : "unreadable") +
+                                     ": the plugin expects all " + std::to_string(gvnics.size() - 1) +
+                                     "; have the admins check it");
     } else if (want_ib) {
         c.fabric = "ib";
         c.env.push_back({"NCCL_IB_HCA", hca_list});
@@ -354,12 +490,13 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
         c.env.push_back({"NCCL_IB_HCA", hca_list});
         c.env.push_back({"NCCL_IB_GID_INDEX", std::to_string(best)});
         c.why = "no ACTIVE InfiniBand; ACTIVE RoCE v2 ports";
+        if (oci_cluster) c.why += " (Oracle Cloud: the cluster network's, not the front end's)";
     } else {
         c.fabric = "socket";
         c.env.push_back({"NCCL_IB_DISABLE", "1"});
         // NCCL_IB_DISABLE leaves a net plugin alone: on an EFA node
         // aws-ofi-nccl would still carry the traffic.
-        if (!efa.empty()) c.env.push_back({"NCCL_NET", "Socket"});
+        if (!efa.empty() || !gvnics.empty()) c.env.push_back({"NCCL_NET", "Socket"});
         c.why = mode == Mode::Socket ? "--mn-nccl=socket" : "no usable RDMA port (" + summary(ports) + ")";
     }
     return c;

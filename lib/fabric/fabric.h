@@ -1,6 +1,7 @@
 // RDMA fabric discovery and NCCL's network choice: which HCA ports go into
 // NCCL_IB_HCA, which RoCE GID index, AWS EFA (through NCCL's aws-ofi-nccl
-// net plugin), or sockets only. Discovery reads sysfs under a root
+// net plugin), Google Cloud's GPUDirect-TCPX/TCPXO (gVNIC NICs, through
+// Google's net plugins), or sockets only. Discovery reads sysfs under a root
 // directory, so every rule runs on fixture trees.
 #pragma once
 
@@ -29,9 +30,16 @@ struct RdmaPort {
     // named rdmapN... and its link layer is Unknown, as the kernel says of EFA).
     bool efa = false;
     std::string instance_type;  // EFA: the EC2 instance type (DMI product_name), "" unknown
+    // Google Cloud: a gVNIC (driver gve, PCI 1ae0:0042) of an A3 High/Edge
+    // or A3 Mega VM. No RDMA device: hca is the netdev's name, port 0,
+    // state ACTIVE when its operstate is up, link_layer "gVNIC", the rate
+    // from its speed. Only listed on a VM with exactly 5 or 9 gVNICs.
+    bool gvnic = false;
+    // Oracle Cloud (DMI chassis_asset_tag "OracleCloud.com").
+    bool oci = false;
 
-    bool roce() const { return !efa && link_layer == "Ethernet"; }
-    std::string name() const { return hca + ":" + std::to_string(port); }
+    bool roce() const { return !efa && !gvnic && link_layer == "Ethernet"; }
+    std::string name() const { return gvnic ? hca : hca + ":" + std::to_string(port); }
 };
 
 // Reads ROOT/class/infiniband/*/ports/* and the netdevs they name under
@@ -53,18 +61,25 @@ struct PortVerdict {
 };
 
 struct FabricChoice {
-    std::string fabric;  // "ib", "roce", "efa" or "socket"
+    std::string fabric;  // "ib", "roce", "efa", "tcpx", "tcpxo" or "socket"
     std::vector<PortVerdict> ports;
     // NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_DISABLE; for EFA, libfabric's FI_*
     std::vector<std::pair<std::string, std::string>> env;
     std::vector<std::string> warnings;
     std::string why;
+    // tcpx, tcpxo: the gVNIC that carries NCCL's own sockets and the
+    // plugin's control channel (NCCL_SOCKET_IFNAME, *_CTRL_DEV), and the
+    // data NICs the plugin's *_IFNAME lists.
+    std::string control_netdev;
+    std::vector<std::string> data_netdevs;
 };
 
 // Mode auto: ACTIVE AWS EFA devices (NCCL prefers a net plugin such as
 // aws-ofi-nccl to its own transports); else ACTIVE InfiniBand ports of the
-// fastest rate; else ACTIVE RoCE ports with a RoCE v2 IPv4-mapped GID; else
-// sockets. Modes ib, roce and socket force the class; a forced class the
+// fastest rate; else ACTIVE RoCE ports with a RoCE v2 IPv4-mapped GID (on
+// Oracle Cloud only its cluster network's rdmaN ports); else Google's
+// GPUDirect-TCPX (4 gVNIC data NICs) or -TCPXO (8), whose plugin variables
+// are the site's; else sockets. Modes ib, roce and socket force the class; a forced class the
 // node lacks is a problem that says what the node has instead.
 Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mode);
 

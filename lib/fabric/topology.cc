@@ -392,7 +392,7 @@ LocalityReport gpu_locality(const std::string& sysfs_root, const FabricChoice& c
     }
     std::vector<std::string> chosen;
     for (const auto& v : choice.ports)
-        if (v.chosen && std::find(chosen.begin(), chosen.end(), v.port.hca) == chosen.end())
+        if (v.chosen && !v.port.gvnic && std::find(chosen.begin(), chosen.end(), v.port.hca) == chosen.end())
             chosen.push_back(v.port.hca);
     r.known = true;
     r.note = chosen.empty() ? "no HCA chosen; nearest of all HCAs" : "nearest chosen HCA";

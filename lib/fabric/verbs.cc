@@ -54,6 +54,7 @@ std::vector<RdmaPort> merge_verbs(std::vector<RdmaPort> sysfs, const VerbsListin
     if (!verbs.available) return sysfs;
     for (auto& p : sysfs) {
         if (!p.problem.empty()) continue;
+        if (p.gvnic) continue;  // a netdev, no verbs device
         auto v = std::find_if(verbs.ports.begin(), verbs.ports.end(),
                               [&](const RdmaPort& q) { return q.hca == p.hca && q.port == p.port; });
         if (v == verbs.ports.end()) {

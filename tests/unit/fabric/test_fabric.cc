@@ -1,6 +1,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -236,6 +237,121 @@ static void ib_or_roce_asked_on_an_efa_node(void**) {
     assert_contains(roce.problem().what, "this node's RDMA is AWS EFA (rdmap0s6:1)");
 }
 
+
+static std::string chosen_list(const FabricChoice& c) {
+    std::string s;
+    for (const auto& v : c.ports)
+        if (v.chosen) s += (s.empty() ? "" : ",") + v.port.name();
+    return s;
+}
+
+// a3-highgpu-8g: no RDMA device; 5 gVNICs, eth0 for the VM and eth1..eth4
+// for GPU data, used only through Google's GPUDirect-TCPX plugin. The
+// plugin's variables are the site's; nothing NCCL_IB_* is set, nothing of
+// the plugin's is guessed, and the control NIC is named.
+static void gcp_a3_high_is_gpudirect_tcpx(void**) {
+    const auto ports = read_sysfs_ports(tree("a3-high"));
+    assert_int_equal(ports.size(), 5);
+    for (const auto& p : ports) {
+        assert_true(p.gvnic);
+        assert_false(p.roce());
+        assert_str(p.problem, "");
+        assert_str(p.state, "ACTIVE");
+        assert_true(p.rate_gbps == 200);
+        assert_int_equal(p.mtu, 8244);
+    }
+    assert_str(ports[0].name(), "eth0");
+    auto c = choose("a3-high", Mode::Auto);
+    assert_str(c.fabric, "tcpx");
+    assert_int_equal(c.env.size(), 0);
+    assert_str(c.control_netdev, "eth0");
+    assert_int_equal(c.data_netdevs.size(), 4);
+    assert_str(chosen_list(c), "eth1,eth2,eth3,eth4");
+    assert_false(verdict(c, "eth0").chosen);
+    assert_contains(verdict(c, "eth0").reason, "control NIC: NCCL_SOCKET_IFNAME");
+    assert_str(verdict(c, "eth2").reason, "GPUDirect-TCPX data NIC, 200 Gb/s");
+    assert_contains(c.why, "Google Cloud's GPUDirect-TCPX (A3 High/Edge): control NIC eth0, 4 gVNIC data NICs "
+                           "eth1,eth2,eth3,eth4");
+    assert_contains(c.why, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=eth1,eth2,eth3,eth4, NCCL_GPUDIRECTTCPX_CTRL_DEV=eth0");
+    assert_contains(c.why, "are the site's plugin configuration; NCCL_SOCKET_IFNAME belongs on eth0");
+    assert_int_equal(c.warnings.size(), 0);
+    // Forced classes name what the node has; sockets must also stop the plugin.
+    auto ib = choose_fabric(ports, Mode::Ib);
+    assert_false(ib.ok());
+    assert_contains(ib.problem().what, "--mn-nccl=ib: this node's network is Google Cloud's GPUDirect-TCPX (gVNIC "
+                                       "data NICs eth1,eth2,eth3,eth4), which NCCL reaches through Google's "
+                                       "GPUDirect-TCPX plugin, not through its InfiniBand transport");
+    assert_false(choose_fabric(ports, Mode::Roce).ok());
+    auto s = choose("a3-high", Mode::Socket);
+    assert_str(s.fabric, "socket");
+    assert_str(env_of(s, "NCCL_NET"), "Socket");
+    assert_str(env_of(s, "NCCL_IB_DISABLE"), "1");
+    assert_str(chosen_list(s), "");
+}
+
+static void gcp_a3_high_with_a_data_nic_down_warns(void**) {
+    auto c = choose("a3-high-nic-down", Mode::Auto);
+    assert_str(c.fabric, "tcpx");
+    assert_str(chosen_list(c), "eth1,eth2,eth4");
+    assert_str(verdict(c, "eth3").reason, "operstate down");
+    assert_int_equal(c.warnings.size(), 1);
+    assert_str(c.warnings[0], "data NIC eth3 is down: the plugin expects all 4; have the admins check it");
+}
+
+// a3-megagpu-8g with the Slurm images' names, its gVNICs known by PCI ids:
+// 8 data NICs, GPUDirect-TCPXO, the control NIC enp0s12 as Google's
+// nccl-env-profile.sh has it.
+static void gcp_a3_mega_is_gpudirect_tcpxo(void**) {
+    auto c = choose("a3-mega", Mode::Auto);
+    assert_str(c.fabric, "tcpxo");
+    assert_int_equal(c.env.size(), 0);
+    assert_str(c.control_netdev, "enp0s12");
+    assert_str(chosen_list(c), "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0");
+    assert_contains(c.why, "Google Cloud's GPUDirect-TCPXO (A3 Mega): control NIC enp0s12, 8 gVNIC data NICs");
+    assert_contains(c.why, "NCCL_FASTRAK_IFNAME=enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0, "
+                           "NCCL_FASTRAK_CTRL_DEV=enp0s12");
+    assert_str(verdict(c, "enp141s0").reason, "GPUDirect-TCPXO data NIC, 200 Gb/s");
+}
+
+// a3-ultragpu-8g: RoCE over 8 CX-7, Google's NCCL_IB_GID_INDEX=3; its 2
+// gVNICs are no fabric (not listed at all).
+static void gcp_a3_ultra_is_roce_with_gid_3(void**) {
+    const auto ports = read_sysfs_ports(tree("a3-ultra"));
+    assert_int_equal(ports.size(), 8);
+    auto c = choose("a3-ultra", Mode::Auto);
+    assert_str(c.fabric, "roce");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1");
+    assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "3");
+    assert_str(env_of(c, "NCCL_NET"), "<unset>");  // gIB is the site's
+    assert_int_equal(c.warnings.size(), 0);
+}
+
+// BM.GPU.H100.8: OCI's documented NCCL_IB_HCA (16 of 18 ports: not mlx5_2
+// and mlx5_11, the front-end eth0 and eth1) and NCCL_IB_GID_INDEX=3.
+static void oci_h100_takes_the_cluster_network_ports(void**) {
+    const auto ports = read_sysfs_ports(tree("oci-h100"));
+    assert_int_equal(ports.size(), 18);
+    for (const auto& p : ports) assert_true(p.oci);
+    auto c = choose("oci-h100", Mode::Auto);
+    assert_str(c.fabric, "roce");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_3:1,mlx5_4:1,mlx5_5:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,"
+                                         "mlx5_9:1,mlx5_10:1,mlx5_12:1,mlx5_13:1,mlx5_14:1,mlx5_15:1,mlx5_16:1,mlx5_17:1");
+    assert_str(env_of(c, "NCCL_IB_GID_INDEX"), "3");
+    assert_int_equal(c.warnings.size(), 0);
+    assert_contains(c.why, "Oracle Cloud: the cluster network's");
+    assert_str(verdict(c, "mlx5_2:1").reason,
+               "Oracle Cloud front-end NIC (netdev eth0), not the cluster network's rdmaN ports");
+    assert_contains(verdict(c, "mlx5_11:1").reason, "netdev eth1");
+    // --mn-nccl=roce chooses the same.
+    assert_str(env_of(choose("oci-h100", Mode::Roce), "NCCL_IB_HCA"), env_of(c, "NCCL_IB_HCA"));
+    // Off Oracle Cloud the rule is not applied: all 18.
+    auto elsewhere = ports;
+    for (auto& p : elsewhere) p.oci = false;
+    auto e = choose_fabric(elsewhere, Mode::Auto);
+    const std::string all = env_of(*e, "NCCL_IB_HCA");
+    assert_int_equal(std::count(all.begin(), all.end(), ','), 17);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
@@ -253,6 +369,11 @@ int main() {
         cmocka_unit_test(p4d_takes_its_efa_devices),
         cmocka_unit_test(efa_without_driver_link_or_rate),
         cmocka_unit_test(ib_or_roce_asked_on_an_efa_node),
+        cmocka_unit_test(gcp_a3_high_is_gpudirect_tcpx),
+        cmocka_unit_test(gcp_a3_high_with_a_data_nic_down_warns),
+        cmocka_unit_test(gcp_a3_mega_is_gpudirect_tcpxo),
+        cmocka_unit_test(gcp_a3_ultra_is_roce_with_gid_3),
+        cmocka_unit_test(oci_h100_takes_the_cluster_network_ports),
     };
     return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr);
 }
