@@ -20,8 +20,9 @@ pkgs=(
 [ "${1:-}" = --here ] || pkgs+=(rpm clang libclang-rt-dev prometheus)
 # Apptainer for tests/integration/test_apptainer.sh, only where the release
 # packages it: Debian unstable (1.4) does, Debian 12 and 13 do not (there
-# the test says it skips). Asked of this system's apt lists.
-if LC_ALL=C apt-cache policy apptainer 2>/dev/null | grep -q '^  Candidate: [0-9]'; then
+# the test says it skips). Asked of this system's apt lists (read whole:
+# grep -q would end the pipe early, and pipefail call that a failure).
+if [[ "$(LC_ALL=C apt-cache policy apptainer 2>/dev/null)" == *"Candidate: "[0-9]* ]]; then
   pkgs+=(apptainer)
 fi
 
