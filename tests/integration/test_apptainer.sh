@@ -185,6 +185,11 @@ fi
 
 trap 'plugstack required' EXIT
 plugstack required
+bnd=$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)
+if [ $(((0x${bnd:-0} >> 24) & 1)) = 0 ]; then
+  export APPTAINER_DROP_CAPS=CAP_SYS_RESOURCE
+  echo "# the bounding set ($bnd) lacks CAP_SYS_RESOURCE: APPTAINER_DROP_CAPS=CAP_SYS_RESOURCE"
+fi
 if [ -e "$MARKER" ]; then
   fail "precondition: $MARKER exists only in the image" "the host has $MARKER too"
 fi
