@@ -18,6 +18,13 @@ pkgs=(
 # checks the metrics files with it) run on the host only (scripts/test.sh);
 # the release roots (--here) skip them and these packages.
 [ "${1:-}" = --here ] || pkgs+=(rpm clang libclang-rt-dev prometheus)
+# Apptainer for tests/integration/test_apptainer.sh, only where the release
+# packages it: Debian unstable (1.4) does, Debian 12 and 13 do not (there
+# the test says it skips). Asked of this system's apt lists (read whole:
+# grep -q would end the pipe early, and pipefail call that a failure).
+if [[ "$(LC_ALL=C apt-cache policy apptainer 2>/dev/null)" == *"Candidate: "[0-9]* ]]; then
+  pkgs+=(apptainer)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

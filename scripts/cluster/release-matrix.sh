@@ -74,6 +74,20 @@ mount_root() {
 
 umount_root() { umount -R "$1" 2>/dev/null || umount -lR "$1" 2>/dev/null || true; }
 
+# in_root D CMD...: CMD with D as its / through pivot_root, in a mount
+# namespace of its own, not chroot: Apptainer (tests/integration/
+# test_apptainer.sh) refuses a chroot ("Running inside a weak chrooted
+# environment, prefer pivot_root instead of chroot"): it joins its
+# container's mount namespace, whose root would be this machine's /.
+# D's own mounts (mount_root) come along; the machine's others are gone.
+in_root() {
+  local d=$1
+  shift
+  mkdir -p "$d/.mn-oldroot"
+  unshare --mount --propagation private /bin/sh -c \
+    'cd "$1" && shift && pivot_root . .mn-oldroot && cd / && umount -l /.mn-oldroot && exec "$@"' in_root "$d" "$@"
+}
+
 make_root() {
   local suite=$1 d=$2
   if [ "${MN_ROOTS_FRESH:-0}" = 1 ] && [ -d "$d" ]; then
@@ -137,7 +151,7 @@ run_suite() {
   mount_root "$d"
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
-  chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     MN_CLUSTER_LOCK=/tmp/mn-cluster.lock bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
     sed -u "s/^/[$suite] /" | if [ "$tee" = --tee ]; then tee "$log"; else cat >"$log"; fi
   rc=${PIPESTATUS[0]}
@@ -162,8 +176,8 @@ if [ "${1:-}" = --run ]; then
   trap 'umount_root "$d"' EXIT
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
-  chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
-    'cd /root/mn-nccl && bash scripts/install-deps.sh >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
+    'cd /root/mn-nccl && bash scripts/install-deps.sh --here >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
   exit
 fi
 failed=0
