@@ -17,6 +17,9 @@
 #include "spank/plugin_state.h"
 
 namespace mn::spank {
+
+std::optional<std::string> pyxis_option(spank_t sp, const char* name);
+
 namespace {
 
 std::optional<std::string> step_env(spank_t sp, const std::string& name) {
@@ -75,8 +78,16 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
                                   .c_str());
         return -1;
     }
+    // pyxis: the check will run in the container; it says so about its outputs.
+    std::string container;
+    if (auto image = pyxis_option(sp, "container-image"))
+        container = "pyxis --container-image=" + *image;
+    else if (auto name = pyxis_option(sp, "container-name"))
+        container = "pyxis --container-name=" + *name;
+    else if (auto env_image = step_env(sp, "PYXIS_CONTAINER_IMAGE"))
+        container = "pyxis, PYXIS_CONTAINER_IMAGE=" + *env_image;
     const std::vector<std::string> args =
-        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site);
+        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site, container);
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);
