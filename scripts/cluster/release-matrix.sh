@@ -168,7 +168,8 @@ run_suite() {
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
   copy_vendor "$d"
-  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+  # Debian's PATH for root: slurmd and pyxis find enroot in /usr/local/bin.
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     MN_CLUSTER_LOCK=/tmp/mn-cluster.lock MN_CONTAINERS="$(containers_for "$suite")" \
     bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
     sed -u "s/^/[$suite] /" | if [ "$tee" = --tee ]; then tee "$log"; else cat >"$log"; fi
@@ -195,7 +196,7 @@ if [ "${1:-}" = --run ]; then
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
   copy_vendor "$d"
-  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
     'cd /root/mn-nccl && bash scripts/install-deps.sh --here >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
   exit
 fi

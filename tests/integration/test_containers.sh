@@ -58,10 +58,11 @@ trap 'plugstack required; rm -f "$MOUNTS"' EXIT
 # pyxis_order after|before: plugstack.conf with pyxis' line after or before
 # mn_nccl's (SPANK calls each callback in file order).
 pyxis_order() {
+  # preflight=: --mn-preflight's check is this build's (i).
   if [ "$1" = after ]; then
-    MN_PLUGSTACK_AFTER=$PYXIS_LINE plugstack required
+    MN_PLUGSTACK_AFTER=$PYXIS_LINE plugstack required "preflight=$PF"
   else
-    MN_PLUGSTACK_BEFORE=$PYXIS_LINE plugstack required
+    MN_PLUGSTACK_BEFORE=$PYXIS_LINE plugstack required "preflight=$PF"
   fi
   local want=2
   [ "$1" = after ] || want=1
