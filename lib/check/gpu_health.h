@@ -42,8 +42,4 @@ struct GpuFinding {
 std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<GpuReadings>& gpus,
                                    const std::set<unsigned>& ours);
 
-// Readings over mn-preflight's control channel (one message field).
-std::string encode_readings(const std::vector<GpuReadings>& gpus);
-std::vector<GpuReadings> decode_readings(const std::string& text);
-
 }  // namespace mn

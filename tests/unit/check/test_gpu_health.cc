@@ -117,37 +117,12 @@ static void no_nvml_warns_once(void**) {
     assert_contains(f[0].text, "GPU health not read (libnvidia-ml.so.1 not found)");
 }
 
-static void readings_survive_the_wire(void**) {
-    auto g = node4();
-    g[1].processes.push_back({4242, "weird\x1f|name", 77});
-    g[2].ecc_uncorrected.reset();
-    g[2].hw_thermal = true;
-    g[3].remap_failed = true;
-    const auto back = decode_readings(encode_readings(g));
-    assert_int_equal(back.size(), 4);
-    assert_str(back[1].gpu, g[1].gpu);
-    assert_int_equal(back[1].processes.size(), 2);
-    assert_int_equal(back[1].processes[1].pid, 4242);
-    assert_int_equal(back[1].processes[1].used_mib, 77);
-    assert_str(back[1].processes[1].name, "weird_|name");
-    assert_false(back[2].ecc_uncorrected.has_value());
-    assert_true(back[2].hw_thermal);
-    assert_false(back[2].hw_slowdown);
-    assert_true(*back[3].remap_failed);
-    assert_int_equal(*back[0].pcie_width_max, 16);
-    assert_int_equal(back[0].nvlinks_up, 18);
-    assert_true(decode_readings("").empty());
-    // The same findings before and after.
-    assert_int_equal(gpu_health("n", back, kOurs).size(), gpu_health("n", g, kOurs).size());
-}
-
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy_node_has_no_findings), cmocka_unit_test(foreign_process_fails_naming_pid_and_memory),
         cmocka_unit_test(own_ranks_are_not_foreign),    cmocka_unit_test(memory_faults_fail),
         cmocka_unit_test(pcie_below_max_warns),         cmocka_unit_test(nvlink_down_against_the_node),
         cmocka_unit_test(throttling),                   cmocka_unit_test(no_nvml_warns_once),
-        cmocka_unit_test(readings_survive_the_wire),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
