@@ -14,7 +14,7 @@
 # line and skips (exit 0): CI never needs the network for it. The last line
 # is "hwloc3: N passed, M failed" (or "hwloc3: skipped: ...").
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 top=$(pwd)
 git_repo=${MN_HWLOC_GIT:-$top/../.mirror/open-mpi+hwloc/repo}
 src=${MN_HWLOC_SRC:-}
@@ -42,11 +42,13 @@ build=$cache/build
 if [ ! -f "$build/include/hwloc/autogen/config.h" ]; then
   mkdir -p "$build"
   # Headers only: no optional backend is needed for the config header.
-  (cd "$src" && { [ -x configure ] || nice ./autogen.sh >"$cache/autogen.log" 2>&1; }) &&
-    (cd "$build" && nice "$src/configure" --disable-libxml2 --disable-cairo --disable-opencl --disable-cuda \
+  if ! (cd "$src" && { [ -x configure ] || nice ./autogen.sh >"$cache/autogen.log" 2>&1; }) ||
+    ! (cd "$build" && nice "$src/configure" --disable-libxml2 --disable-cairo --disable-opencl --disable-cuda \
       --disable-nvml --disable-rsmi --disable-levelzero --disable-gl --disable-libudev --disable-plugins \
-      >"$cache/configure.log" 2>&1) ||
-    { echo "hwloc3: 0 passed, 1 failed (hwloc's configure: $cache/configure.log)"; exit 1; }
+      >"$cache/configure.log" 2>&1); then
+    echo "hwloc3: 0 passed, 1 failed (hwloc's autogen or configure: $cache/*.log)"
+    exit 1
+  fi
 fi
 
 tmp=$(mktemp -d /tmp/mn-hwloc3-cc.XXXXXX)
