@@ -89,8 +89,13 @@ void check_choice(const std::vector<mn::RdmaPort>& ports, mn::Mode mode) {
     std::vector<const mn::RdmaPort*> gvnics;
     for (const auto& p : ports)
         if (p.gvnic) gvnics.push_back(&p);
+    // Oracle Cloud: where the cluster network's rdmaN ports are, the host's
+    // front-end RoCE ports are not NCCL's, usable or not (regress-oci-front-end).
+    bool oci_cluster = false;
+    for (const auto& p : ports) oci_cluster |= p.oci && p.roce() && rdma_netdev(p.netdev);
     for (const auto& p : ports)
         if (p.problem.empty() && p.state == "ACTIVE") {
+            if (oci_cluster && p.oci && p.roce() && !rdma_netdev(p.netdev)) continue;
             if (p.gvnic) any_gcp |= &p != gvnics.front();
             else if (p.efa) any_efa = true;
             else if (!p.roce()) any_ib = true;
