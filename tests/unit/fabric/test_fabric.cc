@@ -426,6 +426,30 @@ static void gcp_plugin_variables_set_by_the_site_are_checked(void**) {
     assert_int_equal(plugin_variable_findings(choose("dgx-h100", Mode::Auto), env).size(), 0);
 }
 
+// p5.48xlarge, from AWS's topology file: 32 EFA devices, all chosen,
+// GPUDirect RDMA asked for (a p5), nothing NCCL_IB_*.
+static void p5_takes_its_32_efa_devices(void**) {
+    const auto ports = read_sysfs_ports(tree("p5"));
+    assert_int_equal(ports.size(), 32);
+    assert_str(ports[0].name(), "rdmap79s0:1");
+    assert_str(ports[31].name(), "rdmap201s0:1");
+    auto c = choose("p5", Mode::Auto);
+    assert_str(c.fabric, "efa");
+    const std::string chosen = chosen_list(c);
+    assert_int_equal(std::count(chosen.begin(), chosen.end(), ','), 31);
+    for (const auto& v : c.ports) {
+        assert_true(v.port.efa);
+        assert_str(v.port.instance_type, "p5.48xlarge");
+        assert_str(v.reason, "ACTIVE AWS EFA, 100 Gb/s");
+    }
+    assert_str(env_of(c, "FI_PROVIDER"), "efa");
+    assert_str(env_of(c, "FI_EFA_USE_DEVICE_RDMA"), "1");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "<unset>");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "<unset>");
+    assert_str(c.why, "32 ACTIVE AWS EFA devices on p5.48xlarge, which NCCL reaches through the aws-ofi-nccl plugin "
+                      "with GPUDirect RDMA");
+}
+
 // Standard_ND96isr_H100_v5: Microsoft's health checks name mlx5_ib0..7 at
 // 400 Gb/s; the accelerated-networking VF mlx5_an0 (Ethernet, 40 Gb/s) is
 // the VM's own network, never NCCL's.
@@ -469,6 +493,7 @@ int main() {
         cmocka_unit_test(gcp_a3_without_data_nics_is_not_called_rdma),
         cmocka_unit_test(gcp_plugin_variables_set_by_the_site_are_checked),
         cmocka_unit_test(azure_nd_h100_v5_takes_the_eight_mlx5_ib),
+        cmocka_unit_test(p5_takes_its_32_efa_devices),
     };
     return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr);
 }

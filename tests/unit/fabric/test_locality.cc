@@ -5,6 +5,7 @@
 #include <ctime>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "lib/fabric/locality.h"
 #include "lib/fabric/topology.h"
@@ -211,6 +212,28 @@ static void azure_nd_h100_v5_pairs_as_its_topology_file(void**) {
     assert_int_equal(r.warnings.size(), 0);
 }
 
+// p5.48xlarge, its PCI tree as AWS's p5.48xl-topo.xml gives it: each GPU
+// with 4 EFAs on its own switch. Each GPU takes one of those (PIX), never
+// another switch's, and no EFA serves two GPUs.
+static void p5_pairs_each_gpu_with_an_efa_of_its_switch(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("p5")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("p5"), *choice);
+    assert_true(r.known);
+    assert_int_equal(r.gpus.size(), 8);
+    const int first[] = {79, 96, 113, 130, 147, 164, 181, 198};
+    std::set<std::string> used;
+    for (int i = 0; i < 8; ++i) {
+        bool own = false;
+        for (int k = 0; k < 4; ++k) own |= r.gpus[i].hca == "rdmap" + std::to_string(first[i] + k) + "s0";
+        if (!own) fail_msg("GPU%d took %s, not an EFA of its switch", i, r.gpus[i].hca.c_str());
+        assert_true(r.gpus[i].how == Nearness::Pix);
+        used.insert(r.gpus[i].hca);
+    }
+    assert_int_equal(used.size(), 8);
+    assert_int_equal(r.warnings.size(), 0);
+}
+
 static void storage_nics_are_only_numa_near(void**) {
     const auto l = nearest_hcas(load("dgx-h100"), {"mlx5_8", "mlx5_9"});
     assert_str(l[0].hca, "mlx5_8");
@@ -414,6 +437,7 @@ int main() {
         cmocka_unit_test(xml_that_crashes_hwloc_is_a_problem),
         cmocka_unit_test(newer_xml_format_says_so),
         cmocka_unit_test(azure_nd_h100_v5_pairs_as_its_topology_file),
+        cmocka_unit_test(p5_pairs_each_gpu_with_an_efa_of_its_switch),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
         cmocka_unit_test(fixture_roots_never_consult_verbs),
