@@ -101,12 +101,7 @@ int run_prolog(const PrologOptions& o) {
         fabric = choice->fabric;
         // RDMA hardware with not one usable port: the node is cut off from
         // the fast network, whatever the job wants.
-        if (!ports.empty() && choice->fabric == "socket") {
-            std::string why;
-            for (const auto& v : choice->ports)
-                why += (why.empty() ? "" : ", ") + v.port.name() + " " + (v.port.problem.empty() ? v.reason : v.port.problem);
-            problems.push_back("no usable RDMA port (" + why + ")");
-        }
+        if (std::string cut = unusable_fabric(*choice); !cut.empty()) problems.push_back(cut);
         for (const auto& v : choice->ports)
             if (!v.chosen && v.port.state != "ACTIVE") notes.push_back(v.port.name() + " " + v.reason);
     }

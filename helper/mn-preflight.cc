@@ -221,9 +221,12 @@ int discover(const std::vector<std::string>& args) {
     }
     r.choice = *choice;
     r.locality = mn::gpu_locality(r.sysfs_root, r.choice);
-    // Under srun --mn-nccl the socket interface is the one towards MASTER_ADDR.
+    for (auto& w : mn::plugin_variable_findings(r.choice, env)) r.choice.warnings.push_back(std::move(w));
+    // Under srun --mn-nccl the socket interface is the one towards MASTER_ADDR
+    // (on Google's A3 the control NIC, as take_fabric puts it).
     if (auto master = env("MASTER_ADDR")) {
-        const std::string ifname = mn::interface_towards(*master, mn::SystemNetwork{});
+        const std::string ifname =
+            !r.choice.control_netdev.empty() ? r.choice.control_netdev : mn::interface_towards(*master, mn::SystemNetwork{});
         if (!ifname.empty()) {
             r.env.push_back({"NCCL_SOCKET_IFNAME", "=" + ifname});
             r.env.push_back({"GLOO_SOCKET_IFNAME", ifname});

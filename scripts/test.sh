@@ -64,8 +64,8 @@ matrix=0
 # tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
 tally() {
   local p f
-  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
-  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
+  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
+  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
   [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
   passed=$((passed + p))
   failed=$((failed + f))
@@ -168,6 +168,14 @@ if [ $here_only = 0 ]; then
   part "Slurm sources (scripts/test/test-slurm-sources.sh: the plugin against their spank.h)"
   bash scripts/test/test-slurm-sources.sh 2>&1 | tee /tmp/mn-slurm-src.log
   tally slurm-sources /tmp/mn-slurm-src.log
+fi
+
+# hwloc 3 (unreleased): topology.cc against its headers where a clone is at
+# hand (one line and no count where none is).
+if [ $here_only = 0 ]; then
+  part "hwloc 3 (scripts/test/test-hwloc3.sh: topology.cc against hwloc 2's and 3's headers)"
+  bash scripts/test/test-hwloc3.sh 2>&1 | tee /tmp/mn-hwloc3.log
+  grep -q '^hwloc3: skipped' /tmp/mn-hwloc3.log || tally test-hwloc3 /tmp/mn-hwloc3.log
 fi
 
 if [ -n "$bg_san" ]; then

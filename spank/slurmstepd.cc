@@ -224,7 +224,10 @@ int stepd_user_init(spank_t sp) {
         s.deferred_error = message(fabric.problem().text());
         return 0;
     }
-    plan.value().fabric = std::move(fabric.value());
+    // Google's plugin variables as the site or user set them (kept): named
+    // when they name other NICs than this node's.
+    for (auto& w : plugin_variable_findings(*fabric, env)) fabric.value().warnings.push_back(std::move(w));
+    take_fabric(plan.value(), std::move(fabric.value()));
     // hwloc's topology load costs milliseconds: only when the user asked to
     // see the choice, once per node and step.
     if (s.choice.explain) {

@@ -178,6 +178,24 @@ std::vector<SlowGpu> slow_gpus(const std::vector<GpuPairResult>& pairs) {
     return out;
 }
 
+namespace {
+
+// What to check when NCCL left a node's fast fabric for its own sockets.
+std::string fast_fabric_fix(const std::string& fabric) {
+    if (fabric == "efa")
+        return "check that NCCL loads the aws-ofi-nccl plugin (libnccl-net.so, its libfabric with the efa provider) "
+               "and 'ulimit -l'";
+    if (fabric == "tcpx")
+        return "check that NCCL loads Google's GPUDirect-TCPX plugin (its libnccl-net.so on LD_LIBRARY_PATH) and that "
+               "its receive-datapath manager (RxDM, NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX) runs";
+    if (fabric == "tcpxo")
+        return "check that NCCL loads Google's GPUDirect-TCPXO plugin (/var/lib/tcpxo/lib64 on LD_LIBRARY_PATH, "
+               "nccl-env-profile.sh sourced) and that its RxDM (tcpgpudmarxd) runs";
+    return "check NCCL_IB_HCA, the verbs provider and 'ulimit -l'";
+}
+
+}  // namespace
+
 void judge(PreflightReport& r) {
     std::map<uint32_t, std::vector<std::string>> blame;
     for (const auto& n : r.nodes)
@@ -206,12 +224,9 @@ void judge(PreflightReport& r) {
     for (auto& n : r.nodes) {
         // NCCL falling back to sockets on a node with RDMA is the classic
         // silent 10x slowdown.
-        if (n.has_rdma() && n.inter_transport.find("Socket") != std::string::npos)
-            blame[n.node].push_back(
-                "has " + n.sig.summary() + " but NCCL used " + n.inter_transport + " between nodes: " +
-                (n.sig.fabric == "efa" ? std::string("check that NCCL loads the aws-ofi-nccl plugin (libnccl-net.so, "
-                                                     "its libfabric with the efa provider) and 'ulimit -l'")
-                                       : std::string("check NCCL_IB_HCA, the verbs provider and 'ulimit -l'")));
+        if (n.has_fast_fabric() && n.inter_transport.find("Socket") != std::string::npos)
+            blame[n.node].push_back("has " + n.sig.summary() + " but NCCL used " + n.inter_transport +
+                                    " between nodes: " + fast_fabric_fix(n.sig.fabric));
         std::vector<double> bw;
         for (const auto& p : r.pairs)
             if ((p.a == n.node || p.b == n.node) && p.error.empty()) bw.push_back(p.busbw_gbps);

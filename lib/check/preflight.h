@@ -49,7 +49,12 @@ struct NodeReport {
     // Nodes this one only waited on (their failure held it up): evidence
     // that it is not to blame.
     std::vector<std::string> waited_on;
-    bool has_rdma() const { return sig.fabric == "ib" || sig.fabric == "roce" || sig.fabric == "efa"; }
+    // RDMA, or Google's A3 network (not RDMA: TCP through Google's plugin,
+    // as fast a path that NCCL can silently leave for its own sockets).
+    bool has_fast_fabric() const {
+        return sig.fabric == "ib" || sig.fabric == "roce" || sig.fabric == "efa" || sig.fabric == "tcpx" ||
+               sig.fabric == "tcpxo";
+    }
     // Filled by judge().
     std::optional<double> pair_busbw;  // median of its pair tests
     std::string verdict;               // "ok", or what is wrong

@@ -446,25 +446,34 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
                 ", which NCCL reaches through the aws-ofi-nccl plugin" +
                 (efa_rdma_instance(type) ? " with GPUDirect RDMA" : "");
     } else if (want_gcp) {
-        // Google's plugins (libnccl-net.so of nccl-plugin-gpudirecttcpx, or
-        // of TCPXO under /var/lib/tcpxo/lib64) take their NICs, CPU
-        // bindings and RxDM socket from variables of their own whose right
-        // values depend on the plugin build and the machine type: the site's
-        // to set (Google's nccl-env-profile.sh), never guessed here. NCCL's
-        // own sockets stay on the control NIC.
+        // Google documents, for each A3 machine type, NCCL's own sockets and
+        // the plugin's control channel on the VM's first gVNIC and the
+        // plugin's data on the others (GKE's "Maximize GPU network bandwidth
+        // with GPUDirect-TCPX", NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=eth1,eth2,
+        // eth3,eth4, NCCL_GPUDIRECTTCPX_CTRL_DEV=eth0, NCCL_SOCKET_IFNAME=eth0;
+        // Cluster Toolkit's a3-megagpu-8g run-nccl-tests.sh, NCCL_FASTRAK_IFNAME
+        // =enp6s0,...,enp142s0, NCCL_FASTRAK_CTRL_DEV=enp0s12, NCCL_SOCKET_IFNAME
+        // =enp0s12). Those names are this node's, read here. The plugin's
+        // other variables (CPU bindings, the RxDM socket, tuner and chunk
+        // sizes: Google's nccl-env-profile.sh) depend on its build and stay
+        // the site's.
         c.fabric = gcp;
         c.control_netdev = control->netdev;
         for (std::size_t i = 1; i < gvnics.size(); ++i) c.data_netdevs.push_back(gvnics[i]->netdev);
-        std::string data;
+        std::string data, up;
         for (const auto& n : c.data_netdevs) data += (data.empty() ? "" : ",") + n;
-        const std::string vars =
-            gcp == "tcpx" ? "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=" + data + ", NCCL_GPUDIRECTTCPX_CTRL_DEV=" + c.control_netdev
-                          : "NCCL_FASTRAK_IFNAME=" + data + ", NCCL_FASTRAK_CTRL_DEV=" + c.control_netdev;
-        c.why = gcp_name + " (" + (gcp == "tcpx" ? "A3 High/Edge" : "A3 Mega") + "): control NIC " + c.control_netdev +
-                ", " + std::to_string(c.data_netdevs.size()) + " gVNIC data NICs " + data +
-                ", which NCCL reaches only through Google's " + (gcp == "tcpx" ? "GPUDirect-TCPX" : "GPUDirect-TCPXO") +
-                " plugin; its variables (" + vars + ", ...) are the site's plugin configuration; NCCL_SOCKET_IFNAME "
-                "belongs on " + c.control_netdev;
+        for (auto* p : data_up) up += (up.empty() ? "" : ",") + p->netdev;
+        const bool tcpx = gcp == "tcpx";
+        c.env.push_back({tcpx ? "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME" : "NCCL_FASTRAK_IFNAME", up});
+        c.env.push_back({tcpx ? "NCCL_GPUDIRECTTCPX_CTRL_DEV" : "NCCL_FASTRAK_CTRL_DEV", c.control_netdev});
+        c.why = gcp_name + " (" + (tcpx ? "A3 High/Edge" : "A3 Mega") + "): control NIC " + c.control_netdev + ", " +
+                std::to_string(c.data_netdevs.size()) + " gVNIC data NICs " + data +
+                ", which NCCL reaches only through Google's " + (tcpx ? "GPUDirect-TCPX" : "GPUDirect-TCPXO") +
+                " plugin; NCCL_SOCKET_IFNAME and the plugin's control channel on " + c.control_netdev +
+                ", its data on the NICs that are up, as Google documents; the plugin's other variables (" +
+                (tcpx ? "NCCL_GPUDIRECTTCPX_TX_BINDINGS, _RX_BINDINGS, _UNIX_CLIENT_PREFIX"
+                      : "nccl-env-profile.sh: NCCL_FASTRAK_*, the tuner") +
+                ") are the site's";
         if (control->problem.empty() && control->state != "ACTIVE")
             c.warnings.push_back("the control NIC " + c.control_netdev + " is " + control->netdev_state +
                                  ": NCCL's bootstrap and the plugin's control channel use it");
@@ -497,9 +506,67 @@ Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mod
         // NCCL_IB_DISABLE leaves a net plugin alone: on an EFA node
         // aws-ofi-nccl would still carry the traffic.
         if (!efa.empty() || !gvnics.empty()) c.env.push_back({"NCCL_NET", "Socket"});
-        c.why = mode == Mode::Socket ? "--mn-nccl=socket" : "no usable RDMA port (" + summary(ports) + ")";
+        // An A3 VM has no RDMA at all: what it lacks is a data NIC that is up.
+        const bool rdma_hw = std::any_of(ports.begin(), ports.end(), [](const RdmaPort& p) { return !p.gvnic; });
+        c.why = mode == Mode::Socket ? "--mn-nccl=socket"
+                : !rdma_hw && !gvnics.empty()
+                    ? gcp_name + " without a data NIC up (" + summary(ports) + "): NCCL's own sockets"
+                    : "no usable RDMA port (" + summary(ports) + ")";
     }
     return c;
+}
+
+std::string unusable_fabric(const FabricChoice& c) {
+    if (c.fabric != "socket" || c.ports.empty()) return "";
+    const bool gcp = std::all_of(c.ports.begin(), c.ports.end(), [](const PortVerdict& v) { return v.port.gvnic; });
+    std::string why;
+    for (const auto& v : c.ports)
+        why += (why.empty() ? "" : ", ") + v.port.name() + " " + (v.port.problem.empty() ? v.reason : v.port.problem);
+    return (gcp ? "no GPUDirect-TCPX/TCPXO data NIC is up (" : "no usable RDMA port (") + why + ")";
+}
+
+std::vector<std::string> plugin_variable_findings(
+    const FabricChoice& c, const std::function<std::optional<std::string>(const std::string&)>& env) {
+    std::vector<std::string> out;
+    if (c.control_netdev.empty()) return out;
+    // What the site or user set is kept (mn_nccl sets only what is unset);
+    // a value that names other NICs than this node's is a mistake Google's
+    // plugins do not forgive: the bootstrap on a data NIC, or data NICs
+    // the VM does not have.
+    auto names = [](std::string v) {
+        std::vector<std::string> n;
+        if (!v.empty() && v[0] == '=') v.erase(0, 1);
+        for (std::size_t at = 0; at <= v.size();) {
+            const std::size_t comma = std::min(v.find(',', at), v.size());
+            if (comma > at) n.push_back(v.substr(at, comma - at));
+            at = comma + 1;
+        }
+        return n;
+    };
+    const bool tcpx = c.fabric == "tcpx";
+    const std::string ctrl_var = tcpx ? "NCCL_GPUDIRECTTCPX_CTRL_DEV" : "NCCL_FASTRAK_CTRL_DEV";
+    const std::string data_var = tcpx ? "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME" : "NCCL_FASTRAK_IFNAME";
+    for (const std::string& var : {std::string("NCCL_SOCKET_IFNAME"), ctrl_var}) {
+        const auto v = env(var);
+        if (!v) continue;
+        const auto n = names(*v);
+        if (n.size() != 1 || n[0] != c.control_netdev)
+            out.push_back(var + "=" + *v + " is set, but this node's control NIC is " + c.control_netdev +
+                          " (Google: NCCL_SOCKET_IFNAME and " + ctrl_var + " on the VM's first gVNIC); unset it or "
+                          "set it to " + c.control_netdev);
+    }
+    if (const auto v = env(data_var)) {
+        std::string wrong;
+        for (const auto& n : names(*v))
+            if (std::find(c.data_netdevs.begin(), c.data_netdevs.end(), n) == c.data_netdevs.end())
+                wrong += (wrong.empty() ? "" : ",") + n;
+        std::string data;
+        for (const auto& n : c.data_netdevs) data += (data.empty() ? "" : ",") + n;
+        if (!wrong.empty() || names(*v).empty())
+            out.push_back(data_var + "=" + *v + " is set, but " + (wrong.empty() ? "names no NIC" : wrong +
+                          " is no data NIC of this node") + " (its data NICs: " + data + "); unset it or list those");
+    }
+    return out;
 }
 
 }  // namespace mn

@@ -5,6 +5,7 @@
 // directory, so every rule runs on fixture trees.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,8 +69,9 @@ struct FabricChoice {
     std::vector<std::string> warnings;
     std::string why;
     // tcpx, tcpxo: the gVNIC that carries NCCL's own sockets and the
-    // plugin's control channel (NCCL_SOCKET_IFNAME, *_CTRL_DEV), and the
-    // data NICs the plugin's *_IFNAME lists.
+    // plugin's control channel (NCCL_SOCKET_IFNAME, *_CTRL_DEV: the step
+    // plan puts NCCL_SOCKET_IFNAME there), and the data NICs, of which
+    // those up are in the plugin's *_IFNAME.
     std::string control_netdev;
     std::vector<std::string> data_netdevs;
 };
@@ -78,9 +80,20 @@ struct FabricChoice {
 // aws-ofi-nccl to its own transports); else ACTIVE InfiniBand ports of the
 // fastest rate; else ACTIVE RoCE ports with a RoCE v2 IPv4-mapped GID (on
 // Oracle Cloud only its cluster network's rdmaN ports); else Google's
-// GPUDirect-TCPX (4 gVNIC data NICs) or -TCPXO (8), whose plugin variables
-// are the site's; else sockets. Modes ib, roce and socket force the class; a forced class the
+// GPUDirect-TCPX (4 gVNIC data NICs) or -TCPXO (8), with the plugin's NIC
+// variables (the rest are the site's); else sockets. Modes ib, roce and socket force the class; a forced class the
 // node lacks is a problem that says what the node has instead.
 Outcome<FabricChoice> choose_fabric(const std::vector<RdmaPort>& ports, Mode mode);
+
+// A node with fabric hardware of which not one port is usable (it fell to
+// sockets while it has RDMA ports or an A3 VM's gVNICs): what it lacks,
+// each port with its reason; "" otherwise. A prolog fails such a node.
+std::string unusable_fabric(const FabricChoice& c);
+
+// tcpx, tcpxo: the plugin's NIC variables (and NCCL_SOCKET_IFNAME) as the
+// site or user set them, which mn_nccl keeps: one per value that names
+// other NICs than this node's control or data NICs. Empty elsewhere.
+std::vector<std::string> plugin_variable_findings(
+    const FabricChoice& c, const std::function<std::optional<std::string>(const std::string&)>& env);
 
 }  // namespace mn

@@ -26,13 +26,58 @@
 
 // hwloc's types come from its header; its calls from the library loaded at
 // run time. The soname follows the API series the header is of: hwloc 2.x
-// is libhwloc.so.15; another series changes structs this file reads.
-#if HWLOC_API_VERSION < 0x00020000 || HWLOC_API_VERSION >= 0x00030000
-#error "mn-nccl reads hwloc 2.x's objects (libhwloc.so.15); this hwloc.h is of another series"
+// is libhwloc.so.15. hwloc 3 (its master branch; unreleased) changes what
+// this file reads (an OS device's one type became the bitmask types) and
+// has no soname of its own yet (its VERSION says libtool 0:0:0): the
+// development link, or -DMN_HWLOC_SONAME=... . Another series is refused.
+#if HWLOC_API_VERSION < 0x00020000 || HWLOC_API_VERSION >= 0x00040000
+#error "mn-nccl reads hwloc 2.x's or 3.x's objects; this hwloc.h is of another series"
+#endif
+#ifndef MN_HWLOC_SONAME
+#if HWLOC_API_VERSION >= 0x00030000
+#define MN_HWLOC_SONAME "libhwloc.so"
+#else
+#define MN_HWLOC_SONAME "libhwloc.so.15"
+#endif
 #endif
 #endif
 
 namespace mn {
+
+namespace {
+// The hwloc series this build reads; XML files carry the series that wrote them.
+#ifdef HAVE_HWLOC
+constexpr unsigned kHwlocSeries = HWLOC_API_VERSION >> 16;
+#else
+constexpr unsigned kHwlocSeries = 2;
+#endif
+}  // namespace
+
+std::optional<Problem> xml_format_problem(const std::string& xml, const std::string& xml_path) {
+    // lstopo writes <topology version="2.0"> (hwloc 2) or "3.0" (hwloc 3)
+    // near the top; hwloc 1.x wrote no version. hwloc 2 refuses 3.0 files
+    // and hwloc 3 1.x files, both in words of its own on stderr only.
+    const std::size_t at = xml.find("<topology");
+    if (at == std::string::npos || at > 4096) return std::nullopt;  // hwloc's own message then
+    const std::size_t end = xml.find('>', at);
+    const std::string tag = xml.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const std::size_t v = tag.find(" version=\"");
+    unsigned major = 1, minor = 0;
+    if (v != std::string::npos && std::sscanf(tag.c_str() + v, " version=\"%u.%u\"", &major, &minor) != 2)
+        return std::nullopt;
+    const std::string series = std::to_string(kHwlocSeries) + ".x";
+    if (major > kHwlocSeries)
+        return Problem{"the topology file " + xml_path + " is in hwloc " + std::to_string(major) + "." +
+                           std::to_string(minor) + "'s XML format, newer than the hwloc " + series +
+                           " this mn-nccl was built against, which cannot read it",
+                       "write it with hwloc " + series + "'s lstopo (lstopo --of xml), or rebuild mn-nccl against "
+                       "hwloc " + std::to_string(major) + " (lib/fabric/topology.cc takes its headers)"};
+    if (kHwlocSeries >= 3 && major < 2)
+        return Problem{"the topology file " + xml_path + " is in hwloc 1.x's XML format, which hwloc " + series +
+                           " no longer reads",
+                       "write it again with a newer lstopo (lstopo --of xml)"};
+    return std::nullopt;
+}
 
 std::optional<std::string> topology_xml_for(const std::string& sysfs_root) {
     if (sysfs_root.empty() || sysfs_root == "/sys") return std::string();
@@ -67,9 +112,10 @@ struct Hwloc {
 const Hwloc& hwloc() {
     static const Hwloc h = [] {
         Hwloc x;
-        void* lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_LOCAL);
+        void* lib = dlopen(MN_HWLOC_SONAME, RTLD_NOW | RTLD_LOCAL);
         if (!lib) {
-            x.why = "libhwloc.so.15 not found (Debian: libhwloc15)";
+            x.why = HWLOC_API_VERSION >= 0x00030000 ? MN_HWLOC_SONAME " (hwloc 3) not found"
+                                                    : MN_HWLOC_SONAME " not found (Debian: libhwloc15)";
             return x;
         }
         if (!(sym(lib, "hwloc_get_api_version", x.api_version) && sym(lib, "hwloc_topology_init", x.init) &&
@@ -79,15 +125,15 @@ const Hwloc& hwloc() {
               sym(lib, "hwloc_topology_set_cache_types_filter", x.set_cache_types_filter) &&
               sym(lib, "hwloc_get_type_depth", x.type_depth) && sym(lib, "hwloc_get_obj_by_depth", x.obj_by_depth) &&
               sym(lib, "hwloc_bitmap_weight", x.bitmap_weight) && sym(lib, "hwloc_bitmap_first", x.bitmap_first))) {
-            x.why = "libhwloc.so.15 lacks a call mn-nccl uses";
+            x.why = MN_HWLOC_SONAME " lacks a call mn-nccl uses";
             x.init = nullptr;
             return x;
         }
         // Same series as the header: the objects' layout is what this file reads.
         if ((x.api_version() >> 16) != (HWLOC_API_VERSION >> 16)) {
             char buf[96];
-            std::snprintf(buf, sizeof buf, "libhwloc.so.15 is hwloc API %x.%x, not the 2.x this build reads",
-                          x.api_version() >> 16, (x.api_version() >> 8) & 0xff);
+            std::snprintf(buf, sizeof buf, MN_HWLOC_SONAME " is hwloc API %x.%x, not the %x.x this build reads",
+                          x.api_version() >> 16, (x.api_version() >> 8) & 0xff, HWLOC_API_VERSION >> 16);
             x.why = buf;
             x.init = nullptr;
         }
@@ -131,6 +177,16 @@ int raw(const E& e) {
     int v;
     std::memcpy(&v, &e, sizeof v);
     return v;
+}
+
+// An OpenFabrics (verbs) OS device: hwloc 2 gives one type, hwloc 3 a
+// bitmask of types (an EFA or mlx5 device may also be a network one).
+bool openfabrics(hwloc_obj_t c) {
+#if HWLOC_API_VERSION >= 0x00030000
+    return (c->attr->osdev.types & HWLOC_OBJ_OSDEV_OPENFABRICS) != 0;
+#else
+    return raw(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS;
+#endif
 }
 
 bool is_gpu(hwloc_obj_t o) {
@@ -188,6 +244,8 @@ Outcome<PciTopology> load_here(const std::string& xml_path, const std::string& x
     // Depending on hwloc's XML backend (libxml2 or its own), a garbled file
     // fails at set_xml or only at load: both are the same fault to the user.
     const bool from_xml = !xml_path.empty();
+    if (from_xml)
+        if (auto p = xml_format_problem(xml, xml_path)) return *p;
     // The size hwloc wants counts the ending NUL, as its own export gives it.
     if ((from_xml && h.set_xmlbuffer(topo, xml.c_str(), static_cast<int>(xml.size() + 1)) != 0) || h.load(topo) != 0) {
         if (from_xml)
@@ -199,7 +257,7 @@ Outcome<PciTopology> load_here(const std::string& xml_path, const std::string& x
     for (hwloc_obj_t o = next_pcidev(h, topo, nullptr); o; o = next_pcidev(h, topo, o)) {
         if (is_gpu(o)) out.gpus.push_back(place(h, o, ""));
         for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
-            if (c->type == HWLOC_OBJ_OS_DEVICE && raw(c->attr->osdev.type) == HWLOC_OBJ_OSDEV_OPENFABRICS && c->name)
+            if (c->type == HWLOC_OBJ_OS_DEVICE && openfabrics(c) && c->name)
                 out.hcas.push_back(place(h, o, c->name));
     }
     // CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID), nvidia-smi and Slurm number GPUs by bus id.

@@ -16,6 +16,12 @@ namespace mn {
 // (lstopo --of xml), as the fixtures are.
 Outcome<PciTopology> load_pci_topology(const std::string& xml_path);
 
+// A topology file in an XML format this build's hwloc series cannot read
+// (hwloc 3's "3.0" under hwloc 2; hwloc 1.x's under hwloc 3): a problem that
+// says so, naming the file; nullopt when the format is this series' (or the
+// text says nothing of it: hwloc's own reading judges it then).
+std::optional<Problem> xml_format_problem(const std::string& xml, const std::string& xml_path);
+
 // Where locality comes from for a sysfs root: "" (the live system) for
 // /sys, ROOT/topology.xml for a fixture tree that has one, and nullopt for a
 // fixture tree without one (never the live system under fixture ports).

@@ -202,6 +202,22 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
     return plan;
 }
 
+void take_fabric(StepPlan& plan, FabricChoice fabric) {
+    const std::string& control = fabric.control_netdev;
+    if (!control.empty() && control != plan.ifname) {
+        fabric.warnings.push_back("MASTER_ADDR " + plan.master_addr + " is reached through " + plan.ifname +
+                                  ", not the control NIC " + control + ": NCCL's sockets go on " + control +
+                                  " (Google's " + fabric.fabric + " plugin wants them there), the rendezvous still "
+                                  "through " + plan.ifname);
+        plan.why_ifname = "Google Cloud A3's control NIC for " + fabric.fabric + " (the route to MASTER_ADDR leaves "
+                          "through " + plan.ifname + ")";
+        plan.ifname = control;
+    } else if (!control.empty()) {
+        plan.why_ifname += "; the A3 control NIC, where Google puts NCCL's sockets";
+    }
+    plan.fabric = std::move(fabric);
+}
+
 std::vector<std::string> split_gpu_list(const std::string& cuda_visible) {
     // NoDevFiles is what Slurm writes when the step has no GPU.
     if (cuda_visible == "NoDevFiles") return {};

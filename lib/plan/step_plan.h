@@ -94,6 +94,11 @@ std::string interface_towards(const std::string& master_addr, const NetworkView&
 Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, const SiteConfig& site,
                             const EnvLookup& env, const NetworkView& net);
 
+// The node's fabric into the plan. On Google's A3 (tcpx, tcpxo) NCCL's
+// sockets go on the VM's control NIC, as Google documents, whichever
+// interface the route to MASTER_ADDR takes (a warning says when they differ).
+void take_fabric(StepPlan& plan, FabricChoice fabric);
+
 struct TaskFacts {
     uint32_t local_id = 0;
     uint32_t global_id = 0;

@@ -65,6 +65,26 @@ for name, (a, b) in {"ib-two-rates": (ib, ib_slow), "ib-and-down": (ib, ib_down)
                      "roce-v1-only": (roce_v1, roce_down), "ib-and-roce": (ib, roce), "garbled": (garbled, ib_down),
                      "missing": (["-"] * 13, ["-"] * 13)}.items():
     put("sysfs", name, "|".join(a + b))
+# The clouds (fuzz_sysfs.cc): after the two ports, each HCA's driver link,
+# DMI product_name, chassis_asset_tag, the gVNIC count, then operstate,
+# speed and mtu per gVNIC, as the fixture trees of make-sysfs.sh have them.
+efa = ["4: ACTIVE", "5: LinkUp", "Unknown", "100 Gb/sec (4X EDR)"] + ["-"] * 9
+oci_rdma = roce[:6] + ["rdma0"] + roce[7:9] + ["rdma0", "rdma0", "up", "4220"]
+oci_front = roce[:6] + ["eth0"] + roce[7:9] + ["eth0", "eth0", "up", "9000"]
+none = ["-"] * 13
+clouds = {
+    "efa-p4d": (efa, efa, ["efa", "efa", "p4d.24xlarge", "Amazon EC2", "0"]),
+    "efa-unknown-type": (efa, efa, ["efa", "-", "-", "-", "0"]),
+    "oci-h100": (oci_rdma, oci_front, ["mlx5_core", "mlx5_core", "BM.GPU.H100.8", "OracleCloud.com", "0"]),
+    "a3-high": (none, none, ["-", "-", "a3-highgpu-8g", "Google", "5"] + ["up", "200000", "8244"] * 5),
+    "a3-high-nic-down": (none, none, ["-", "-", "-", "-", "5"] + ["up", "200000", "8244"] * 3 + ["down", "-1", "8244"] +
+                         ["up", "200000", "8244"]),
+    "a3-mega": (none, none, ["-", "-", "a3-megagpu-8g", "Google", "9"] + ["up", "200000", "8244"] * 9),
+    "a3-mega-with-ib": (ib, ib_slow, ["mlx5_core", "mlx5_core", "-", "-", "9"] + ["up", "200000", "8244"] * 9),
+    "gvnics-not-a3": (roce, roce_gid0, ["-", "-", "-", "-", "3"] + ["up", "100000", "1460"] * 3),
+}
+for name, (a, b, c) in clouds.items():
+    put("sysfs", "cloud-" + name, "|".join(a + b + c))
 
 
 def cbor(v):

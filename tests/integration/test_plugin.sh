@@ -275,6 +275,26 @@ t_fabric_fixtures() {
   pass "$name"
 }
 
+t_fabric_gcp_a3() {
+  local name="Google A3 fixtures: the plugin's NIC variables from the gVNICs, NCCL's sockets on the control NIC, no NCCL_IB_*; a site's wrong value kept and named"
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  local dump='echo "A3 ${NCCL_SOCKET_IFNAME-} ${NCCL_GPUDIRECTTCPX_SOCKET_IFNAME-} ${NCCL_GPUDIRECTTCPX_CTRL_DEV-} ${NCCL_FASTRAK_IFNAME-} ${NCCL_FASTRAK_CTRL_DEV-} ${NCCL_IB_DISABLE-unset}${NCCL_IB_HCA-}"'
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/a3-high run srun -N2 -n2 --mn-nccl bash -c "$dump"
+  local high; high=$(lines '^A3 ' | sort -u)
+  # The namespace cluster routes MASTER_ADDR through eth0; the A3 Mega tree's control NIC is enp0s12.
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/a3-mega run srun -N2 -n2 --mn-nccl bash -c "$dump"
+  local mega; mega=$(lines '^A3 ' | sort -u)
+  local moved; moved=$(count 'warning: MASTER_ADDR [0-9.]+ is reached through eth0, not the control NIC enp0s12')
+  NCCL_SOCKET_IFNAME=eth1 MN_NCCL_SYSFS_ROOT=$OUT/sysfs/a3-high run srun -N1 -n1 --mn-nccl bash -c "$dump"
+  local kept; kept=$(lines '^A3 ' | sort -u)
+  [ "$high" = "A3 =eth0 eth1,eth2,eth3,eth4 eth0   unset" ] &&
+    [ "$mega" = "A3 =enp0s12   enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0 enp0s12 unset" ] &&
+    [ "$moved" = 2 ] && [ "$kept" = "A3 eth1 eth1,eth2,eth3,eth4 eth0   unset" ] &&
+    has "warning: NCCL_SOCKET_IFNAME=eth1 is set, but this node's control NIC is eth0" ||
+    { fail "$name" "high=$high mega=$mega moved=$moved kept=$kept"; return; }
+  pass "$name"
+}
+
 t_discover_in_task() {
   local name="mn-preflight discover --json in a task: socket fabric, eth0, and the DGX fixture's 8 HCAs"
   run srun -N2 -n2 --mn-nccl --mn-nccl-launch=task "$TOP/helper/mn-preflight" discover --json

@@ -229,6 +229,41 @@ static void plugin_on_some_nodes_only_fails(void**) {
     assert_true(compare_fingerprints(n).empty());
 }
 
+// The cloud fabrics NCCL reaches only through a net plugin (AWS EFA:
+// aws-ofi-nccl; Google's A3: GPUDirect-TCPX, -TCPXO): the plugin, read from
+// the log each writes, is compared, and the node without it is the one
+// named, with the others' plugin and the fix.
+static void cloud_net_plugin_missing_on_one_node_names_it(void**) {
+    // The lines as each plugin's NCCL writes them (aws-ofi-nccl 1.x: "AWS
+    // Libfabric"; Google's TCPX: "GPUDirectTCPX_v7"; TCPXO: "FasTrak").
+    NetPlugin aws = net_plugin_from_log("p4d:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin AWS Libfabric (v9)\n");
+    assert_str(aws.name, "AWS Libfabric");
+    assert_str(aws.api, "v9");
+    NetPlugin tcpx = net_plugin_from_log(
+        "a3:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin GPUDirectTCPX_v7 (v7)\n"
+        "a3:1:1 [0] NCCL INFO NET/GPUDirectTCPX : GPUDirectTCPX enable: 1\n");
+    assert_str(tcpx.name, "GPUDirectTCPX_v7");
+    assert_str(tcpx.api, "v7");
+    NetPlugin fastrak = net_plugin_from_log("a3m:1:1 [0] NCCL INFO NET/Plugin: Loaded net plugin FasTrak\n");
+    assert_str(fastrak.name, "FasTrak");
+    for (const NetPlugin& plugin : {aws, tcpx, fastrak}) {
+        auto n = four();
+        for (auto& x : n) x.net = plugin;
+        assert_true(compare_fingerprints(n).empty());
+        // node1 loaded none (its image lacks the plugin, or LD_LIBRARY_PATH
+        // misses it): NCCL fell back to its own transports there.
+        n[1].net = net_plugin_from_log(
+            "n:1:1 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.\n");
+        assert_true(n[1].net.none());
+        auto f = compare_fingerprints(n);
+        assert_int_equal(f.size(), 1);
+        assert_int_equal(f[0].node, 1);
+        assert_true(f[0].fail);
+        assert_contains(f[0].text, "fingerprint: no network plugin, the others " + plugin.name);
+        assert_contains(f[0].text, "install the same NCCL network plugin on every node");
+    }
+}
+
 static void driver_warns_model_fails(void**) {
     auto n = four();
     n[0].cuda_driver = "12.4";
@@ -433,6 +468,7 @@ int main() {
         cmocka_unit_test(three_versions_fail_and_warn_apart),
         cmocka_unit_test(two_nodes_that_differ_are_both_named),
         cmocka_unit_test(plugin_on_some_nodes_only_fails),
+        cmocka_unit_test(cloud_net_plugin_missing_on_one_node_names_it),
         cmocka_unit_test(driver_warns_model_fails),
         cmocka_unit_test(gpus_below_the_request_fail),
         cmocka_unit_test(verbs_providers_warn_unless_needed),

@@ -183,6 +183,23 @@ static void rdma_node_falling_back_to_sockets_fails(void**) {
     assert_int_equal(r.code, kCheckFailed);
     assert_str(r.nodes[0].verdict, "ok");
     assert_contains(r.nodes[1].verdict, "check that NCCL loads the aws-ofi-nccl plugin");
+    // Google's A3: not RDMA, but a fabric NCCL reaches only through Google's
+    // plugin ("NET/GPUDirectTCPX_v7", "NET/FasTrak"); NET/Socket there is
+    // the same silent fall, and its fix is the plugin's, not verbs'.
+    for (const char* fabric : {"tcpx", "tcpxo"}) {
+        r.nodes = {node(0, "n0", fabric, "eth1,eth2,eth3,eth4", 200, 8244),
+                   node(1, "n1", fabric, "eth1,eth2,eth3,eth4", 200, 8244)};
+        r.nodes[0].inter_transport = std::string(fabric) == "tcpx" ? "NET/GPUDirectTCPX_v7" : "NET/FasTrak";
+        r.nodes[1].inter_transport = "NET/Socket";
+        judge(r);
+        assert_int_equal(r.code, kCheckFailed);
+        assert_str(r.nodes[0].verdict, "ok");
+        assert_contains(r.nodes[1].verdict, "has " + std::string(fabric) + " 4x200G mtu 8244 but NCCL used NET/Socket");
+        assert_contains(r.nodes[1].verdict, std::string(fabric) == "tcpx" ? "Google's GPUDirect-TCPX plugin"
+                                                                          : "Google's GPUDirect-TCPXO plugin");
+        assert_true(r.nodes[1].verdict.find("RDMA") == std::string::npos);
+        assert_true(r.nodes[1].verdict.find("NCCL_IB_HCA") == std::string::npos);
+    }
 }
 
 static void transports_from_nccl_log(void**) {

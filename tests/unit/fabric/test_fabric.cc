@@ -246,9 +246,11 @@ static std::string chosen_list(const FabricChoice& c) {
 }
 
 // a3-highgpu-8g: no RDMA device; 5 gVNICs, eth0 for the VM and eth1..eth4
-// for GPU data, used only through Google's GPUDirect-TCPX plugin. The
-// plugin's variables are the site's; nothing NCCL_IB_* is set, nothing of
-// the plugin's is guessed, and the control NIC is named.
+// for GPU data, used only through Google's GPUDirect-TCPX plugin. Its NIC
+// variables get what Google documents for the machine type (GKE's
+// GPUDirect-TCPX page: NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=eth1,eth2,eth3,eth4,
+// NCCL_GPUDIRECTTCPX_CTRL_DEV=eth0), read from the node; nothing NCCL_IB_*
+// (not even NCCL_IB_DISABLE: the plugin, not sockets, carries the data).
 static void gcp_a3_high_is_gpudirect_tcpx(void**) {
     const auto ports = read_sysfs_ports(tree("a3-high"));
     assert_int_equal(ports.size(), 5);
@@ -263,7 +265,11 @@ static void gcp_a3_high_is_gpudirect_tcpx(void**) {
     assert_str(ports[0].name(), "eth0");
     auto c = choose("a3-high", Mode::Auto);
     assert_str(c.fabric, "tcpx");
-    assert_int_equal(c.env.size(), 0);
+    assert_int_equal(c.env.size(), 2);
+    assert_str(env_of(c, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"), "eth1,eth2,eth3,eth4");
+    assert_str(env_of(c, "NCCL_GPUDIRECTTCPX_CTRL_DEV"), "eth0");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "<unset>");
+    assert_str(unusable_fabric(c), "");
     assert_str(c.control_netdev, "eth0");
     assert_int_equal(c.data_netdevs.size(), 4);
     assert_str(chosen_list(c), "eth1,eth2,eth3,eth4");
@@ -272,8 +278,10 @@ static void gcp_a3_high_is_gpudirect_tcpx(void**) {
     assert_str(verdict(c, "eth2").reason, "GPUDirect-TCPX data NIC, 200 Gb/s");
     assert_contains(c.why, "Google Cloud's GPUDirect-TCPX (A3 High/Edge): control NIC eth0, 4 gVNIC data NICs "
                            "eth1,eth2,eth3,eth4");
-    assert_contains(c.why, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=eth1,eth2,eth3,eth4, NCCL_GPUDIRECTTCPX_CTRL_DEV=eth0");
-    assert_contains(c.why, "are the site's plugin configuration; NCCL_SOCKET_IFNAME belongs on eth0");
+    assert_contains(c.why, "NCCL_SOCKET_IFNAME and the plugin's control channel on eth0, its data on the NICs that "
+                           "are up, as Google documents");
+    assert_contains(c.why, "(NCCL_GPUDIRECTTCPX_TX_BINDINGS, _RX_BINDINGS, _UNIX_CLIENT_PREFIX) are the site's");
+    assert_true(c.why.find("RDMA") == std::string::npos);
     assert_int_equal(c.warnings.size(), 0);
     // Forced classes name what the node has; sockets must also stop the plugin.
     auto ib = choose_fabric(ports, Mode::Ib);
@@ -293,6 +301,7 @@ static void gcp_a3_high_with_a_data_nic_down_warns(void**) {
     auto c = choose("a3-high-nic-down", Mode::Auto);
     assert_str(c.fabric, "tcpx");
     assert_str(chosen_list(c), "eth1,eth2,eth4");
+    assert_str(env_of(c, "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"), "eth1,eth2,eth4");
     assert_str(verdict(c, "eth3").reason, "operstate down");
     assert_int_equal(c.warnings.size(), 1);
     assert_str(c.warnings[0], "data NIC eth3 is down: the plugin expects all 4; have the admins check it");
@@ -304,12 +313,14 @@ static void gcp_a3_high_with_a_data_nic_down_warns(void**) {
 static void gcp_a3_mega_is_gpudirect_tcpxo(void**) {
     auto c = choose("a3-mega", Mode::Auto);
     assert_str(c.fabric, "tcpxo");
-    assert_int_equal(c.env.size(), 0);
+    // As Google's Cluster Toolkit a3-megagpu-8g run-nccl-tests.sh sets them.
+    assert_int_equal(c.env.size(), 2);
+    assert_str(env_of(c, "NCCL_FASTRAK_IFNAME"), "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0");
+    assert_str(env_of(c, "NCCL_FASTRAK_CTRL_DEV"), "enp0s12");
     assert_str(c.control_netdev, "enp0s12");
     assert_str(chosen_list(c), "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0");
     assert_contains(c.why, "Google Cloud's GPUDirect-TCPXO (A3 Mega): control NIC enp0s12, 8 gVNIC data NICs");
-    assert_contains(c.why, "NCCL_FASTRAK_IFNAME=enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0, "
-                           "NCCL_FASTRAK_CTRL_DEV=enp0s12");
+    assert_contains(c.why, "(nccl-env-profile.sh: NCCL_FASTRAK_*, the tuner) are the site's");
     assert_str(verdict(c, "enp141s0").reason, "GPUDirect-TCPXO data NIC, 200 Gb/s");
 }
 
@@ -352,6 +363,111 @@ static void oci_h100_takes_the_cluster_network_ports(void**) {
     assert_int_equal(std::count(all.begin(), all.end(), ','), 17);
 }
 
+// An A3 VM whose data NICs are all down: sockets (and the plugin stopped),
+// said as what it is, never "no usable RDMA": the VM has no RDMA at all.
+static void gcp_a3_without_data_nics_is_not_called_rdma(void**) {
+    auto ports = read_sysfs_ports(tree("a3-high"));
+    for (std::size_t i = 1; i < ports.size(); ++i) {
+        ports[i].state = "DOWN";
+        ports[i].netdev_state = "down";
+    }
+    auto c = choose_fabric(ports, Mode::Auto);
+    assert_true(c.ok());
+    assert_str(c->fabric, "socket");
+    assert_str(env_of(*c, "NCCL_NET"), "Socket");
+    assert_contains(c->why, "Google Cloud's GPUDirect-TCPX without a data NIC up (gVNIC ACTIVE eth0; gVNIC DOWN "
+                            "eth1,eth2,eth3,eth4): NCCL's own sockets");
+    assert_true(c->why.find("RDMA") == std::string::npos);
+    const std::string cut = unusable_fabric(*c);
+    assert_contains(cut, "no GPUDirect-TCPX/TCPXO data NIC is up (eth0 gVNIC, while no data NIC is up, eth1 "
+                         "operstate down");
+    // A node with HCAs, every one down: the RDMA words stay.
+    auto d = choose("all-down", Mode::Auto);
+    assert_contains(unusable_fabric(d), "no usable RDMA port (");
+    assert_str(unusable_fabric(choose("dgx-h100", Mode::Auto)), "");
+    assert_str(unusable_fabric(choose("no-rdma", Mode::Auto)), "");  // nothing to lose
+}
+
+// What the site or user set for Google's plugins is kept; each value that
+// names other NICs than the node's is named with the fix.
+static void gcp_plugin_variables_set_by_the_site_are_checked(void**) {
+    const auto high = choose("a3-high", Mode::Auto);
+    std::map<std::string, std::string> set;
+    auto env = [&](const std::string& n) -> std::optional<std::string> {
+        auto it = set.find(n);
+        return it == set.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    assert_int_equal(plugin_variable_findings(high, env).size(), 0);
+    // Google's own values: nothing to say.
+    set = {{"NCCL_SOCKET_IFNAME", "eth0"}, {"NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"},
+           {"NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1,eth2,eth3,eth4"}};
+    assert_int_equal(plugin_variable_findings(high, env).size(), 0);
+    set["NCCL_SOCKET_IFNAME"] = "=eth0";
+    assert_int_equal(plugin_variable_findings(high, env).size(), 0);
+    // The bootstrap on a data NIC, a NIC the VM lacks.
+    set = {{"NCCL_SOCKET_IFNAME", "eth1"}, {"NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1,eth2,eth3,eth5"}};
+    auto f = plugin_variable_findings(high, env);
+    assert_int_equal(f.size(), 2);
+    assert_str(f[0], "NCCL_SOCKET_IFNAME=eth1 is set, but this node's control NIC is eth0 (Google: NCCL_SOCKET_IFNAME "
+                     "and NCCL_GPUDIRECTTCPX_CTRL_DEV on the VM's first gVNIC); unset it or set it to eth0");
+    assert_str(f[1], "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME=eth1,eth2,eth3,eth5 is set, but eth5 is no data NIC of this "
+                     "node (its data NICs: eth1,eth2,eth3,eth4); unset it or list those");
+    // A3 Mega: the Slurm images' names; eth-style names are another VM's.
+    const auto mega = choose("a3-mega", Mode::Auto);
+    set = {{"NCCL_FASTRAK_CTRL_DEV", "enp0s12"}, {"NCCL_SOCKET_IFNAME", "enp0s12"},
+           {"NCCL_FASTRAK_IFNAME", "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"}};
+    assert_int_equal(plugin_variable_findings(mega, env).size(), 0);
+    set["NCCL_FASTRAK_CTRL_DEV"] = "eth0";
+    f = plugin_variable_findings(mega, env);
+    assert_int_equal(f.size(), 1);
+    assert_contains(f[0], "NCCL_FASTRAK_CTRL_DEV=eth0 is set, but this node's control NIC is enp0s12");
+    // Elsewhere nothing is Google's to check.
+    set = {{"NCCL_SOCKET_IFNAME", "bond0"}};
+    assert_int_equal(plugin_variable_findings(choose("dgx-h100", Mode::Auto), env).size(), 0);
+}
+
+// p5.48xlarge, from AWS's topology file: 32 EFA devices, all chosen,
+// GPUDirect RDMA asked for (a p5), nothing NCCL_IB_*.
+static void p5_takes_its_32_efa_devices(void**) {
+    const auto ports = read_sysfs_ports(tree("p5"));
+    assert_int_equal(ports.size(), 32);
+    assert_str(ports[0].name(), "rdmap79s0:1");
+    assert_str(ports[31].name(), "rdmap201s0:1");
+    auto c = choose("p5", Mode::Auto);
+    assert_str(c.fabric, "efa");
+    const std::string chosen = chosen_list(c);
+    assert_int_equal(std::count(chosen.begin(), chosen.end(), ','), 31);
+    for (const auto& v : c.ports) {
+        assert_true(v.port.efa);
+        assert_str(v.port.instance_type, "p5.48xlarge");
+        assert_str(v.reason, "ACTIVE AWS EFA, 100 Gb/s");
+    }
+    assert_str(env_of(c, "FI_PROVIDER"), "efa");
+    assert_str(env_of(c, "FI_EFA_USE_DEVICE_RDMA"), "1");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "<unset>");
+    assert_str(env_of(c, "NCCL_IB_DISABLE"), "<unset>");
+    assert_str(c.why, "32 ACTIVE AWS EFA devices on p5.48xlarge, which NCCL reaches through the aws-ofi-nccl plugin "
+                      "with GPUDirect RDMA");
+}
+
+// Standard_ND96isr_H100_v5: Microsoft's health checks name mlx5_ib0..7 at
+// 400 Gb/s; the accelerated-networking VF mlx5_an0 (Ethernet, 40 Gb/s) is
+// the VM's own network, never NCCL's.
+static void azure_nd_h100_v5_takes_the_eight_mlx5_ib(void**) {
+    const auto ports = read_sysfs_ports(tree("azure-nd-h100-v5"));
+    assert_int_equal(ports.size(), 9);
+    assert_str(ports[0].name(), "mlx5_an0:1");
+    assert_true(ports[0].roce());
+    auto c = choose("azure-nd-h100-v5", Mode::Auto);
+    assert_str(c.fabric, "ib");
+    assert_str(env_of(c, "NCCL_IB_HCA"),
+               "=mlx5_ib0:1,mlx5_ib1:1,mlx5_ib2:1,mlx5_ib3:1,mlx5_ib4:1,mlx5_ib5:1,mlx5_ib6:1,mlx5_ib7:1");
+    assert_str(verdict(c, "mlx5_an0:1").reason, "RoCE, while InfiniBand ports are ACTIVE");
+    assert_str(verdict(c, "mlx5_ib7:1").reason, "ACTIVE InfiniBand, 400 Gb/s");
+    assert_str(c.why, "ACTIVE InfiniBand ports at 400 Gb/s");
+    assert_int_equal(c.warnings.size(), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
@@ -374,6 +490,10 @@ int main() {
         cmocka_unit_test(gcp_a3_mega_is_gpudirect_tcpxo),
         cmocka_unit_test(gcp_a3_ultra_is_roce_with_gid_3),
         cmocka_unit_test(oci_h100_takes_the_cluster_network_ports),
+        cmocka_unit_test(gcp_a3_without_data_nics_is_not_called_rdma),
+        cmocka_unit_test(gcp_plugin_variables_set_by_the_site_are_checked),
+        cmocka_unit_test(azure_nd_h100_v5_takes_the_eight_mlx5_ib),
+        cmocka_unit_test(p5_takes_its_32_efa_devices),
     };
     return cmocka_run_group_tests_name("fabric", tests, nullptr, nullptr);
 }

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <iterator>
+#include <set>
 
 #include "lib/fabric/locality.h"
 #include "lib/fabric/topology.h"
@@ -193,6 +195,45 @@ static void dgx_h100_pairs_each_gpu_with_its_switch_hca(void**) {
     assert_contains(locality_summary(l), "GPU7>mlx5_7 (PIX: same PCIe switch)");
 }
 
+// Standard_ND96isr_H100_v5, its PCI tree as Azure's ndv5-topo.xml gives it
+// to NCCL: one GPU and one HCA per switch. Each GPU takes its switch's HCA.
+static void azure_nd_h100_v5_pairs_as_its_topology_file(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("azure-nd-h100-v5")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("azure-nd-h100-v5"), *choice);
+    assert_true(r.known);
+    assert_int_equal(r.gpus.size(), 8);
+    const char* bus[] = {"0001", "0002", "0003", "0008", "0009", "000a", "000b", "000c"};
+    for (int i = 0; i < 8; ++i) {
+        assert_str(r.gpus[i].gpu.busid, std::string(bus[i]) + ":00:00.0");
+        assert_str(r.gpus[i].hca, "mlx5_ib" + std::to_string(i));
+        assert_true(r.gpus[i].how == Nearness::Pix);
+    }
+    assert_int_equal(r.warnings.size(), 0);
+}
+
+// p5.48xlarge, its PCI tree as AWS's p5.48xl-topo.xml gives it: each GPU
+// with 4 EFAs on its own switch. Each GPU takes one of those (PIX), never
+// another switch's, and no EFA serves two GPUs.
+static void p5_pairs_each_gpu_with_an_efa_of_its_switch(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("p5")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("p5"), *choice);
+    assert_true(r.known);
+    assert_int_equal(r.gpus.size(), 8);
+    const int first[] = {79, 96, 113, 130, 147, 164, 181, 198};
+    std::set<std::string> used;
+    for (int i = 0; i < 8; ++i) {
+        bool own = false;
+        for (int k = 0; k < 4; ++k) own |= r.gpus[i].hca == "rdmap" + std::to_string(first[i] + k) + "s0";
+        if (!own) fail_msg("GPU%d took %s, not an EFA of its switch", i, r.gpus[i].hca.c_str());
+        assert_true(r.gpus[i].how == Nearness::Pix);
+        used.insert(r.gpus[i].hca);
+    }
+    assert_int_equal(used.size(), 8);
+    assert_int_equal(r.warnings.size(), 0);
+}
+
 static void storage_nics_are_only_numa_near(void**) {
     const auto l = nearest_hcas(load("dgx-h100"), {"mlx5_8", "mlx5_9"});
     assert_str(l[0].hca, "mlx5_8");
@@ -265,6 +306,38 @@ static void xml_that_crashes_hwloc_is_a_problem(void**) {
     assert_contains(bad.problem().text(), ("hwloc cannot read the topology file " + xml).c_str());
     // ... and the same process still reads a good file afterwards.
     assert_int_equal(load("dgx-h100").gpus.size(), 8);
+    unlink(xml.c_str());
+    rmdir(dir);
+}
+
+// hwloc 3's lstopo writes <topology version="3.0">, which hwloc 2 refuses
+// in words of its own on stderr only: the problem says what the file is
+// and what to do. A 2.0 file, or one that says nothing, is hwloc's to judge.
+static void newer_xml_format_says_so(void**) {
+    const std::string v3 = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<!DOCTYPE topology SYSTEM \"hwloc3.dtd\">\n"
+                           "<topology version=\"3.0\">\n  <object type=\"Machine\"/>\n</topology>\n";
+    auto p = xml_format_problem(v3, "/t/topology.xml");
+    assert_true(p.has_value());
+    assert_str(p->what, "the topology file /t/topology.xml is in hwloc 3.0's XML format, newer than the hwloc 2.x this "
+                        "mn-nccl was built against, which cannot read it");
+    assert_contains(p->fix, "write it with hwloc 2.x's lstopo (lstopo --of xml), or rebuild mn-nccl against hwloc 3");
+    assert_false(xml_format_problem("<topology version=\"2.0\">", "/t/topology.xml").has_value());
+    assert_false(xml_format_problem("<topology>", "/t/topology.xml").has_value());  // 1.x: hwloc 2 reads it
+    assert_false(xml_format_problem("no topology here", "/t/topology.xml").has_value());
+    assert_false(xml_format_problem("<topology version=\"x\">", "/t/topology.xml").has_value());
+    // Through the reader: the fixture's own machine, written as hwloc 3 would.
+    char dir[] = "/tmp/mn-topology.XXXXXX";
+    if (!mkdtemp(dir)) fail_msg("mkdtemp");
+    const std::string xml = std::string(dir) + "/topology.xml";
+    std::ifstream in(tree("dgx-h100") + "/topology.xml");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t at = text.find("<topology version=\"2.0\">");
+    if (at == std::string::npos) fail_msg("the fixture is not hwloc 2.0's XML");
+    text.replace(at, 25, "<topology version=\"3.0\">");
+    std::ofstream(xml) << text;
+    auto bad = load_pci_topology(xml);
+    assert_false(bad.ok());
+    assert_contains(bad.problem().text(), ("the topology file " + xml + " is in hwloc 3.0's XML format").c_str());
     unlink(xml.c_str());
     rmdir(dir);
 }
@@ -362,6 +435,9 @@ int main() {
         cmocka_unit_test(no_candidates_means_no_hca),
         cmocka_unit_test(garbled_or_missing_topology_is_a_problem_not_a_crash),
         cmocka_unit_test(xml_that_crashes_hwloc_is_a_problem),
+        cmocka_unit_test(newer_xml_format_says_so),
+        cmocka_unit_test(azure_nd_h100_v5_pairs_as_its_topology_file),
+        cmocka_unit_test(p5_pairs_each_gpu_with_an_efa_of_its_switch),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
         cmocka_unit_test(fixture_roots_never_consult_verbs),

@@ -58,6 +58,22 @@ static void every_variable_the_plugin_sets_is_listed(void**) {
     StepPlan socket = plan(LaunchMode::Task);
     socket.fabric.env = {{"NCCL_IB_DISABLE", "1"}};
     plans.push_back(socket);
+    // Google's A3: the plugin's NIC variables, as choose_fabric gives them.
+    for (unsigned n : {5u, 9u}) {
+        std::vector<RdmaPort> gvnics;
+        for (unsigned i = 0; i < n; ++i) {
+            RdmaPort g;
+            g.hca = g.netdev = "eth" + std::to_string(i);
+            g.gvnic = true;
+            g.link_layer = "gVNIC";
+            g.state = "ACTIVE";
+            g.netdev_state = "up";
+            gvnics.push_back(g);
+        }
+        StepPlan a3 = plan(LaunchMode::Task);
+        take_fabric(a3, *choose_fabric(gvnics, Mode::Auto));
+        plans.push_back(a3);
+    }
     StepPlan emulated = plan(LaunchMode::Task);
     emulated.emulate = 2;
     emulated.facts.local_tasks = 4;
@@ -73,7 +89,7 @@ static void every_variable_the_plugin_sets_is_listed(void**) {
             }
     // The walk saw the modes' own names (it ran what it claims to).
     for (const char* n : {"MASTER_ADDR", "RANK", "PET_NNODES", "NCCL_IB_HCA", "FI_PROVIDER", "NCCL_IB_DISABLE",
-                          "NCCL_HOSTID"})
+                          "NCCL_HOSTID", "NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "NCCL_FASTRAK_CTRL_DEV"})
         if (!seen.count(n)) fail_msg("no plan gave %s", n);
 }
 

@@ -312,6 +312,49 @@ static void fabric_variables_reach_every_task(void**) {
     assert_int_equal(e.count("NCCL_IB_DISABLE"), 0);
 }
 
+// Google's A3 (tcpx, tcpxo): NCCL's sockets on the VM's control NIC, as
+// Google documents, whichever interface the route to MASTER_ADDR takes; the
+// plugin's NIC variables reach every task beside them.
+static void a3_sockets_go_on_the_control_nic(void**) {
+    FabricChoice tcpx;
+    tcpx.fabric = "tcpx";
+    tcpx.control_netdev = "eth0";
+    tcpx.data_netdevs = {"eth1", "eth2", "eth3", "eth4"};
+    tcpx.env = {{"NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", "eth1,eth2,eth3,eth4"}, {"NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"}};
+    StepPlan p;
+    p.master_addr = "10.0.0.10";
+    p.ifname = "eth0";
+    p.why_ifname = "route to 10.0.0.10";
+    take_fabric(p, tcpx);
+    assert_str(p.ifname, "eth0");
+    assert_str(p.why_ifname, "route to 10.0.0.10; the A3 control NIC, where Google puts NCCL's sockets");
+    assert_int_equal(p.fabric.warnings.size(), 0);
+    auto e = as_map(task_environment(p, TaskFacts{}));
+    assert_str(e.at("NCCL_SOCKET_IFNAME"), "=eth0");
+    assert_str(e.at("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"), "eth1,eth2,eth3,eth4");
+    assert_str(e.at("NCCL_GPUDIRECTTCPX_CTRL_DEV"), "eth0");
+    assert_int_equal(e.count("NCCL_IB_DISABLE"), 0);
+    assert_int_equal(e.count("NCCL_IB_HCA"), 0);
+    // MASTER_ADDR on a data NIC's subnet: the sockets stay on eth0, said so.
+    StepPlan q;
+    q.master_addr = "10.1.0.10";
+    q.ifname = "eth2";
+    take_fabric(q, tcpx);
+    assert_str(q.ifname, "eth0");
+    assert_contains(q.why_ifname, "Google Cloud A3's control NIC for tcpx (the route to MASTER_ADDR leaves through eth2)");
+    assert_int_equal(q.fabric.warnings.size(), 1);
+    assert_contains(q.fabric.warnings[0], "MASTER_ADDR 10.1.0.10 is reached through eth2, not the control NIC eth0");
+    e = as_map(task_environment(q, TaskFacts{}));
+    assert_str(e.at("NCCL_SOCKET_IFNAME"), "=eth0");
+    assert_str(e.at("GLOO_SOCKET_IFNAME"), "eth0");
+    // Elsewhere the route's interface stays.
+    StepPlan r;
+    r.ifname = "ib0";
+    take_fabric(r, *choose_fabric({}, Mode::Auto));
+    assert_str(r.ifname, "ib0");
+    assert_str(r.fabric.fabric, "socket");
+}
+
 static void sysfs_root_choice(void**) {
     SiteConfig site;
     auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
@@ -471,6 +514,7 @@ int main() {
         cmocka_unit_test(bad_user_master_port_is_named),
         cmocka_unit_test(missing_nodelist_is_named),
         cmocka_unit_test(fabric_variables_reach_every_task),
+        cmocka_unit_test(a3_sockets_go_on_the_control_nic),
         cmocka_unit_test(sysfs_root_choice),
         cmocka_unit_test(explain_names_each_choice),
         cmocka_unit_test(emulate_task_mode_splits_each_node),
