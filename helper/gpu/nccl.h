@@ -99,7 +99,11 @@ struct BlockingConfig {
 #endif
 };
 // Whether BlockingConfig makes a blocking communicator (nccl.h was there).
-constexpr bool kBlockingSplit = HAVE_NCCL_H;
+#if HAVE_NCCL_H
+constexpr bool kBlockingSplit = true;
+#else
+constexpr bool kBlockingSplit = false;
+#endif
 
 // ncclCommInitRankConfig (or ncclCommInitRank without nccl.h) for one rank.
 ncclResult_t comm_init(const Nccl& n, InitConfig& c, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank);
