@@ -111,6 +111,8 @@ if [ $matrix = 1 ]; then
   case "${VERSION_CODENAME:-}" in bookworm | trixie) this=$VERSION_CODENAME ;; *) this=sid ;; esac
   others=()
   for s in bookworm trixie sid; do [ "$s" = "$this" ] || others+=("$s"); done
+  # Slurm 23.11 (Ubuntu 24.04's), built from its source in a bookworm root.
+  others+=(slurm-23.11)
   echo "== started beside: the other Slurm releases (${others[*]}), in Debian roots"
   nice -n 10 bash scripts/cluster/release-matrix.sh "${others[@]}" >/tmp/mn-matrix.log 2>&1 &
   bg_matrix=$!
@@ -145,7 +147,14 @@ fi
 bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
 trap - EXIT
 exec 9>&-
-echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Version}' slurmd 2>/dev/null)"
+# The release: its package's version, else (built from source) its slurm_version.h's.
+slurm_release() {
+  dpkg-query -W -f='${Version}' slurmd 2>/dev/null && return
+  local n
+  n=$(awk '$2 == "SLURM_VERSION_NUMBER" {print $3}' /usr/include/slurm/slurm_version.h 2>/dev/null)
+  [ -z "$n" ] || printf '%d.%02d.%d (source)' $((n >> 16)) $(((n >> 8) & 255)) $((n & 255))
+}
+echo "integration: $(($(date +%s) - start)) s on Slurm $(slurm_release)"
 
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
@@ -202,7 +211,7 @@ echo
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
   printf '%s' "$failures"
-  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
+  grep -h -A8 '^\(\[[a-z0-9.-]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
     /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
   echo
 fi
