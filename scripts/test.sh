@@ -252,7 +252,7 @@ echo
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
   printf '%s' "$failures"
-  grep -h -A8 '^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
+  grep -h -A8 '^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
     /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
   echo
 fi

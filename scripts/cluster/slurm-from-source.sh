@@ -60,8 +60,13 @@ jobs=${MN_SLURM_JOBS:-$(nproc)}
 work=$(mktemp -d /var/tmp/mn-slurm-build.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 t=$(date +%s)
-tar -xf "$archive" -C "$work"
-src=$(dirname "$(ls -d "$work"/*/configure | head -1)")
+if ! tar -xf "$archive" -C "$work" 2>"$work/unpack.log"; then
+  echo "slurm-from-source: unpack failed: $archive:" >&2
+  tail -5 "$work/unpack.log" >&2
+  exit 1
+fi
+src=$(dirname "$(ls -d "$work"/*/configure 2>/dev/null | head -1)")
+[ -x "$src/configure" ] || { echo "slurm-from-source: unpack failed: no */configure in $archive" >&2; exit 1; }
 t_unpack=$(($(date +%s) - t))
 # step NAME CMD...: runs CMD in the source tree, its seconds in $took.
 step() {
