@@ -2,11 +2,21 @@
 # Installs, from Debian 12's packages, everything mn-nccl needs to build,
 # to run the local multi-node Slurm and to run its tests. Idempotent.
 #   scripts/install-deps.sh [--here]   --here: without the RPM and fuzzing tools
+# MN_SLURM_SOURCE=ARCHIVE: Slurm from that upstream source archive instead of
+# Debian's packages (munge and libmunge-dev in their place, then
+# scripts/cluster/slurm-from-source.sh ARCHIVE): for a Debian root of its
+# own, as release-matrix.sh's slurm-23.11.
 set -euo pipefail
+slurm_source=${MN_SLURM_SOURCE:-}
+# The Slurm from source, once the packages it builds with are in (a no-op
+# when that archive is installed already).
+from_source() {
+  [ -z "$slurm_source" ] || bash "$(dirname "$0")/cluster/slurm-from-source.sh" "$slurm_source"
+}
 
 pkgs=(
   build-essential autoconf automake libtool pkg-config
-  libslurm-dev slurmctld slurmd slurm-client munge
+  munge
   libhwloc-dev libibverbs-dev libcmocka-dev
   iproute2 util-linux procps
   python3-torch
@@ -15,6 +25,11 @@ pkgs=(
   nlohmann-json3-dev  # every JSON mn-preflight writes or reads (header-only)
   debhelper dpkg-dev fakeroot  # the .deb
 )
+if [ -n "$slurm_source" ]; then
+  pkgs+=(libmunge-dev)  # Slurm's auth/munge, built here
+else
+  pkgs+=(libslurm-dev slurmctld slurmd slurm-client)
+fi
 # The RPM, the libFuzzer build and promtool (tests/integration/test_fleet.sh
 # checks the metrics files with it) run on the host only (scripts/test.sh);
 # the release roots (--here) skip them and these packages.
@@ -33,6 +48,7 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
+  from_source
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -53,4 +69,5 @@ apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${mis
   tail -30 /tmp/mn-nccl-apt.log >&2
   exit 1
 }
+from_source
 echo "install-deps: done"

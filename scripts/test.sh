@@ -6,14 +6,40 @@
 #
 #   scripts/test.sh            everything
 #   scripts/test.sh --here     this machine's release only (what each root runs)
-# MN_RELEASE_MATRIX=0 skips the other releases; MN_TEST_PACKAGE=0 the packages;
+# MN_RELEASE_MATRIX=0 skips the other releases (MN_RELEASE_MATRIX="slurm-23.11"
+# runs only those named: bookworm, trixie, sid, slurm-23.11); MN_TEST_PACKAGE=0 the packages;
 # MN_SANITIZERS=0 the ASan/UBSan build (scripts/test/test-sanitizers.sh) and the
 # fuzzing (scripts/test/fuzz.sh).
+# A subset, named as such in the run's summary (release-matrix.sh runs one in
+# its slurm-23.11 root, where time is short and the compiler the host's):
+# MN_TEST_UNIT=0 skips the CMocka unit tests; MN_TEST_INTEGRATION="test_plugin
+# test_inline ..." runs only those files of tests/integration (a name that
+# is not there fails the run at once).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
 here_only=0
 [ "${1:-}" = --here ] && here_only=1
+
+# The integration files this run: every one, or MN_TEST_INTEGRATION's.
+it_files=(tests/integration/test_*.sh)
+it_all=${#it_files[@]}
+subset=""
+if [ -n "${MN_TEST_INTEGRATION:-}" ]; then
+  it_files=()
+  for n in $MN_TEST_INTEGRATION; do
+    f=tests/integration/${n%.sh}.sh
+    [ -f "$f" ] || { echo "test.sh: MN_TEST_INTEGRATION names ${n}, but there is no $f" >&2; exit 1; }
+    it_files+=("$f")
+  done
+  subset="integration files ${it_files[*]##*/} (${#it_files[@]} of $it_all, MN_TEST_INTEGRATION)"
+fi
+unit=1
+if [ "${MN_TEST_UNIT:-1}" = 0 ]; then
+  unit=0
+  subset="no unit tests (MN_TEST_UNIT=0)${subset:+; $subset}"
+fi
+[ -z "$subset" ] || echo "test.sh: a subset: $subset"
 
 # Each part's wall time, printed at the end: CI has a time limit.
 t_all=$(date +%s)
@@ -61,35 +87,40 @@ matrix=0
 [ $here_only = 0 ] && [ "${MN_SANITIZERS:-1}" != 0 ] && sanitizers=1
 [ $here_only = 0 ] && [ "${MN_RELEASE_MATRIX:-1}" != 0 ] && matrix=1
 
-# tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line.
+# tally NAME LOG: adds LOG's last "WORD: N passed, M failed" line (also
+# one with a release root's "[SUITE] " in front, e.g. "[slurm-23.11] ").
 tally() {
   local p f
-  p=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
-  f=$(sed -n 's/^\(\[[a-z]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
+  p=$(sed -n 's/^\(\[[^]]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$2" | tail -1)
+  f=$(sed -n 's/^\(\[[^]]*\] \)\{0,1\}[a-z0-9-]*: \([0-9]*\) passed, \([0-9]*\) failed$/\3/p' "$2" | tail -1)
   [ -n "$p" ] || { echo "$1: no summary line"; f=1; p=0; }
   passed=$((passed + p))
   failed=$((failed + f))
   [ "$f" -eq 0 ] || failed_in "$1: $f failed ($2)"
 }
-part "unit tests (CMocka)"
-make -s -j"$(nproc)" check >/tmp/mn-unit.log 2>&1
-unit_rc=$?
-for log in tests/unit/*/test_*.log; do
-  sed -n '/^\[==========\] .* test(s) run\./,$p' "$log" | grep -E 'PASSED|FAILED' | sed "s|^|$(basename "$log" .log): |"
-  p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
-  f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
-  passed=$((passed + ${p:-0}))
-  failed=$((failed + ${f:-0}))
-  [ "${f:-0}" -eq 0 ] || failed_in "unit $(basename "$log" .log): $f failed ($log)"
-done
-if [ $unit_rc -ne 0 ]; then
-  grep -h -B3 -A3 'FAILED\|ERROR' tests/unit/*/test_*.log | head -60
-  # A test that failed without a CMocka summary (killed, crashed, a
-  # non-zero exit after its tests): automake's .trs names it.
-  bad=$(grep -l '^:test-result: \(FAIL\|ERROR\|XPASS\)' tests/unit/*/test_*.trs 2>/dev/null | tr '\n' ' ')
-  tail -20 /tmp/mn-unit.log
-  [ "$failed" -gt 0 ] || failed=$((failed + 1))
-  failed_in "make check exited $unit_rc${bad:+: $bad}(/tmp/mn-unit.log)"
+if [ $unit = 1 ]; then
+  part "unit tests (CMocka)"
+  make -s -j"$(nproc)" check >/tmp/mn-unit.log 2>&1
+  unit_rc=$?
+  for log in tests/unit/*/test_*.log; do
+    sed -n '/^\[==========\] .* test(s) run\./,$p' "$log" | grep -E 'PASSED|FAILED' | sed "s|^|$(basename "$log" .log): |"
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-0}))
+    [ "${f:-0}" -eq 0 ] || failed_in "unit $(basename "$log" .log): $f failed ($log)"
+  done
+  if [ $unit_rc -ne 0 ]; then
+    grep -h -B3 -A3 'FAILED\|ERROR' tests/unit/*/test_*.log | head -60
+    # A test that failed without a CMocka summary (killed, crashed, a
+    # non-zero exit after its tests): automake's .trs names it.
+    bad=$(grep -l '^:test-result: \(FAIL\|ERROR\|XPASS\)' tests/unit/*/test_*.trs 2>/dev/null | tr '\n' ' ')
+    tail -20 /tmp/mn-unit.log
+    [ "$failed" -gt 0 ] || failed=$((failed + 1))
+    failed_in "make check exited $unit_rc${bad:+: $bad}(/tmp/mn-unit.log)"
+  fi
+else
+  echo "== unit tests (CMocka): skipped (MN_TEST_UNIT=0)"
 fi
 
 # What needs the CPU and not the cluster runs beside what waits on the
@@ -111,6 +142,10 @@ if [ $matrix = 1 ]; then
   case "${VERSION_CODENAME:-}" in bookworm | trixie) this=$VERSION_CODENAME ;; *) this=sid ;; esac
   others=()
   for s in bookworm trixie sid; do [ "$s" = "$this" ] || others+=("$s"); done
+  # Slurm 23.11 (Ubuntu 24.04's), built from its source in a bookworm root
+  # (a subset of the tests there; skipped with a line without its archive).
+  others+=(slurm-23.11)
+  case "${MN_RELEASE_MATRIX:-1}" in 1) ;; *) read -r -a others <<<"$MN_RELEASE_MATRIX" ;; esac
   echo "== started beside: the other Slurm releases (${others[*]}), in Debian roots"
   nice -n 10 bash scripts/cluster/release-matrix.sh "${others[@]}" >/tmp/mn-matrix.log 2>&1 &
   bg_matrix=$!
@@ -125,7 +160,7 @@ trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
 start=$(date +%s)
 : >/tmp/mn-it-all.log
 if bash scripts/cluster/local-cluster.sh start; then
-  for t in tests/integration/test_*.sh; do
+  for t in "${it_files[@]}"; do
     t0=$(date +%s)
     bash "$t" 2>&1 | tee /tmp/mn-it.log
     cat /tmp/mn-it.log >>/tmp/mn-it-all.log
@@ -145,7 +180,14 @@ fi
 bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
 trap - EXIT
 exec 9>&-
-echo "integration: $(($(date +%s) - start)) s on Slurm $(dpkg-query -W -f='${Version}' slurmd 2>/dev/null)"
+# The release: its package's version, else (built from source) its slurm_version.h's.
+slurm_release() {
+  dpkg-query -W -f='${Version}' slurmd 2>/dev/null && return
+  local n
+  n=$(awk '$2 == "SLURM_VERSION_NUMBER" {print $3}' /usr/include/slurm/slurm_version.h 2>/dev/null)
+  [ -z "$n" ] || printf '%d.%02d.%d (source)' $((n >> 16)) $(((n >> 8) & 255)) $((n & 255))
+}
+echo "integration: $(($(date +%s) - start)) s on Slurm $(slurm_release)"
 
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
@@ -197,8 +239,16 @@ fi
 matrix_rc=0
 if [ -n "$bg_matrix" ]; then
   part "the other Slurm releases (${others[*]}, beside)"
-  wait "$bg_matrix" || { matrix_rc=1; failed_in "release-matrix.sh (/tmp/mn-matrix.log)"; }
+  wait "$bg_matrix" || matrix_rc=1
   cat /tmp/mn-matrix.log
+  if [ $matrix_rc -ne 0 ]; then
+    # Each release that failed, with its table line (counts, time) and log.
+    bad=$(sed -n 's/^release-matrix: failed: //p' /tmp/mn-matrix.log | tail -1)
+    for s in $bad; do
+      failed_in "release-matrix.sh $s: $(sed 's/^[^ ]* *//' "${MN_ROOTS_DIR:-/var/tmp/mn-roots}/$s.result" 2>/dev/null) (${MN_ROOTS_DIR:-/var/tmp/mn-roots}/$s.test.log)"
+    done
+    [ -n "$bad" ] || failed_in "release-matrix.sh (/tmp/mn-matrix.log)"
+  fi
 fi
 
 part ""
@@ -210,9 +260,11 @@ echo
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
   printf '%s' "$failures"
-  grep -h -A8 '^\(\[[a-z]*\] \)\{0,1\}not ok\|no summary line\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
+  grep -h -A8 '^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
     /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
   echo
 fi
+# A subset says so next to its counts (release-matrix.sh's table shows it).
+[ -z "$subset" ] || echo "subset: $subset"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ $matrix_rc -eq 0 ]

@@ -3,11 +3,26 @@
 # Debian packages, build, CMocka, the local multi-node Slurm) inside a minimal
 # Debian root per release, made with debootstrap from Debian's packages:
 #
-#   bookworm  Debian 12   Slurm 22.05  torch 1.13
-#   trixie    Debian 13   Slurm 24.11  torch 2.6
-#   sid       unstable    Slurm 26.05  torch 2.14
+#   bookworm     Debian 12   Slurm 22.05  torch 1.13
+#   trixie       Debian 13   Slurm 24.11  torch 2.6
+#   sid          unstable    Slurm 26.05  torch 2.14
+#   slurm-23.11  Debian 12   Slurm 23.11  torch 1.13   Slurm built from its upstream
+#                source (Ubuntu 24.04 LTS's release; Debian packages none):
+#                MN_VENDOR (default ../shared/vendor)/slurm-23.11.*.tar.*,
+#                skipped with a line saying how to get it where there is none
 #
-#   scripts/cluster/release-matrix.sh [SUITE...]      default: bookworm trixie sid
+# slurm-23.11 runs a subset, to keep CI's time (its three siblings take
+# about 40 min each beside the host's suite): our build against 23.11's
+# headers, then on the local cluster only the files that prove what 23.11
+# adds or changes: test_plugin (the plugin's variables and refusals),
+# test_inline (srun --mn-preflight, offered from 23.11), test_example_job
+# (the real torch job through sbatch) and test_spank_failures (23.11's
+# column in mn_nccl(8)); no unit tests (the host's compiler, GCC 12, runs
+# them) and no packages (the .deb depends on Debian's Slurm). The table
+# line says "subset". MN_MATRIX_FULL=1 runs the whole suite there instead
+# (about 24 min alone, the Slurm build not counted).
+#
+#   scripts/cluster/release-matrix.sh [SUITE...]      default: all four
 #   scripts/cluster/release-matrix.sh --run SUITE CMD...
 #                          run CMD in that root (tree copied to /root/mn-nccl,
 #                          its packages and build made first), e.g. to
@@ -28,10 +43,47 @@ top=$(cd "$here/../.." && pwd)
 ROOTS=${MN_ROOTS_DIR:-/var/tmp/mn-roots}
 LOCK=${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(bookworm trixie sid)
+[ ${#suites[@]} -gt 0 ] || suites=(bookworm trixie sid slurm-23.11)
 [ "${1:-}" = --run ] && suites=()
 
 die() { echo "release-matrix: $*" >&2; exit 1; }
+
+# The Debian release a suite's root is made of.
+codename() { case "$1" in slurm-23.11) echo bookworm ;; *) echo "$1" ;; esac; }
+
+# Slurm from source (MN_SLURM_SOURCE for install-deps.sh): the archive a
+# suite builds it from, or nothing for Debian's own packages.
+VENDOR=${MN_VENDOR:-$top/../shared/vendor}
+source_archive() {
+  [ "$1" = slurm-23.11 ] || return 0
+  local a
+  a=$(ls -d "$VENDOR"/slurm-23.11.*.tar.* 2>/dev/null | sort -V | tail -1)
+  [ -n "$a" ] && echo "$a"
+  return 0
+}
+no_archive_line() {
+  echo "$1: skipped: no slurm-23.11.*.tar.* in $VENDOR (MN_VENDOR); get SchedMD/slurm's tag slurm-23-11-4-1" \
+    "(https://github.com/SchedMD/slurm/archive/refs/tags/slurm-23-11-4-1.tar.gz, saved as slurm-23.11.4.tar.gz)" \
+    "or https://download.schedmd.com/slurm/slurm-23.11.4.tar.bz2 into that folder"
+}
+# The integration files slurm-23.11 runs (scripts/test.sh's MN_TEST_INTEGRATION).
+SUBSET_2311="test_plugin test_inline test_example_job test_spank_failures"
+# The variables the suite's test.sh runs with: the archive, copied into the
+# root, no package test (its .deb depends on Debian's Slurm packages), and
+# the subset above unless MN_MATRIX_FULL=1.
+suite_env() {
+  local a
+  a=$(source_archive "$1")
+  [ -n "$a" ] || return 0
+  mkdir -p "$2/root/mn-vendor"
+  cp -f "$a" "$2/root/mn-vendor/"
+  echo "MN_SLURM_SOURCE=/root/mn-vendor/$(basename "$a")"
+  echo "MN_TEST_PACKAGE=0"
+  if [ "${MN_MATRIX_FULL:-0}" != 1 ]; then
+    echo "MN_TEST_UNIT=0"
+    echo "MN_TEST_INTEGRATION=$SUBSET_2311"
+  fi
+}
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot, namespaces)"
 
 # The mirror this machine already uses, so roots come from the same archive.
@@ -100,7 +152,7 @@ make_root() {
   umount_root "$d"
   rm -rf --one-file-system "$d"
   mkdir -p "$ROOTS"
-  debootstrap --variant=minbase "$suite" "$d" "$(mirror)" >"$ROOTS/$suite.debootstrap.log" 2>&1 || {
+  debootstrap --variant=minbase "$(codename "$suite")" "$d" "$(mirror)" >"$ROOTS/$suite.debootstrap.log" 2>&1 || {
     tail -5 "$ROOTS/$suite.debootstrap.log" >&2
     return 1
   }
@@ -132,7 +184,7 @@ copy_tree() {
 # ../shared/vendor has them, at the same place beside the root's tree:
 # the releases with spank_prepend_task_argv test srun --mn-preflight in a
 # pyxis container (tests/integration/test_containers.sh, its base image).
-VENDOR=${MN_VENDOR:-$top/../shared/vendor}
+# VENDOR (above): MN_VENDOR, default ../shared/vendor.
 copy_vendor() {
   local dest=$1/root/shared/vendor a
   mkdir -p "$dest"
@@ -160,6 +212,11 @@ run_suite() {
   echo "== release-matrix: $suite ($d)"
   lock_root "$suite"
   rm -f "$ROOTS/$suite.result"
+  if [ "$suite" = slurm-23.11 ] && [ -z "$(source_archive "$suite")" ]; then
+    no_archive_line "$suite" | tee "$log"
+    printf '%-11s skipped: no Slurm 23.11 source archive in %s\n' "$suite" "$VENDOR" >"$ROOTS/$suite.result"
+    return 0
+  fi
   if ! make_root "$suite" "$d"; then
     echo "$suite    no root (debootstrap failed; $ROOTS/$suite.debootstrap.log)" >"$ROOTS/$suite.result"
     return 1
@@ -168,19 +225,28 @@ run_suite() {
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
   copy_vendor "$d"
+  local -a env
+  mapfile -t env < <(suite_env "$suite" "$d")
   # Debian's PATH for root: slurmd and pyxis find enroot in /usr/local/bin.
   in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    MN_CLUSTER_LOCK=/tmp/mn-cluster.lock MN_CONTAINERS="$(containers_for "$suite")" \
+    MN_CLUSTER_LOCK=/tmp/mn-cluster.lock MN_CONTAINERS="$(containers_for "$suite")" "${env[@]}" \
     bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
     sed -u "s/^/[$suite] /" | if [ "$tee" = --tee ]; then tee "$log"; else cat >"$log"; fi
   rc=${PIPESTATUS[0]}
-  local slurm torch counts
+  local slurm torch counts subset
   slurm=$(chroot "$d" dpkg-query -W -f='${Version}' slurmd 2>/dev/null)
+  if [ ${#env[@]} -gt 0 ]; then
+    # Built from source: no package to ask; its slurm_version.h says.
+    slurm=$(awk '$2 == "SLURM_VERSION_NUMBER" {print $3}' "$d/usr/include/slurm/slurm_version.h" 2>/dev/null)
+    [ -z "$slurm" ] || slurm=$(printf '%d.%02d.%d (source)' $((slurm >> 16)) $(((slurm >> 8) & 255)) $((slurm & 255)))
+  fi
   torch=$(chroot "$d" dpkg-query -W -f='${Version}' python3-torch 2>/dev/null)
-  counts=$(sed -n 's/^\[[a-z]*\] \([0-9]* passed, [0-9]* failed\)$/\1/p' "$log" | tail -1)
+  counts=$(sed -n 's/^\[[^]]*\] \([0-9]* passed, [0-9]* failed\)$/\1/p' "$log" | tail -1)
+  # test.sh's "subset: ..." line, where it ran one.
+  subset=$(sed -n 's/^\[[^]]*\] subset: \(.*\)$/\1/p' "$log" | tail -1)
   umount_root "$d"
-  printf '%-9s Slurm %-14s torch %-14s %-22s %4ss\n' "$suite" "${slurm:-?}" "${torch:-?}" \
-    "${counts:-no summary}" "$(($(date +%s) - start))" >"$ROOTS/$suite.result"
+  printf '%-11s Slurm %-16s torch %-14s %-22s %4ss%s\n' "$suite" "${slurm:-?}" "${torch:-?}" \
+    "${counts:-no summary}" "$(($(date +%s) - start))" "${subset:+  subset: $subset}" >"$ROOTS/$suite.result"
   [ "$rc" -eq 0 ]
 }
 
@@ -190,19 +256,21 @@ if [ "${1:-}" = --run ]; then
   d=$ROOTS/$2
   lock_root "$2"
   shift 2
+  [ "$(basename "$d")" != slurm-23.11 ] || [ -n "$(source_archive slurm-23.11)" ] || die "$(no_archive_line slurm-23.11)"
   make_root "$(basename "$d")" "$d" || die "no root"
   mount_root "$d"
   trap 'umount_root "$d"' EXIT
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
   copy_vendor "$d"
-  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
+  mapfile -t env < <(suite_env "$(basename "$d")" "$d")
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "${env[@]}" bash -c \
     'cd /root/mn-nccl && bash scripts/install-deps.sh --here >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
   exit
 fi
-failed=0
+failed=()
 if [ ${#suites[@]} -eq 1 ]; then
-  run_suite "${suites[0]}" --tee || failed=1
+  run_suite "${suites[0]}" --tee || failed+=("${suites[0]}")
 else
   # The roots at once: each installs, builds and runs its unit tests while
   # the others do (the CPU work), and takes the one local cluster when it is
@@ -215,11 +283,13 @@ else
     pid[$s]=$!
   done
   for s in "${suites[@]}"; do
-    wait "${pid[$s]}" || failed=$((failed + 1))
+    wait "${pid[$s]}" || failed+=("$s")
   done
   for s in "${suites[@]}"; do cat "$ROOTS/$s.test.log" 2>/dev/null; done
 fi
 echo
 echo "release-matrix:"
 for s in "${suites[@]}"; do echo "  $(cat "$ROOTS/$s.result" 2>/dev/null || echo "$s    no result")"; done
-[ "$failed" -eq 0 ]
+# scripts/test.sh names each of these in its "what failed".
+[ ${#failed[@]} -eq 0 ] || echo "release-matrix: failed: ${failed[*]}"
+[ ${#failed[@]} -eq 0 ]

@@ -31,4 +31,10 @@ GresTypes=gpu
 InactiveLimit=0
 KillWait=5
 CONF
+  # Slurm 23.11 without accounting storage: its main scheduler passes over
+  # every pending batch job ("sched: JobId=N has invalid account":
+  # assoc_mgr_validate_assoc_id asks for a QOS list that no storage plugin
+  # gives), so only the backfill scheduler starts one, every bf_interval
+  # (30 s by default). 22.05, 24.11 and 26.05 start it at once.
+  case "$(slurmctld -V 2>/dev/null)" in "slurm 23.11."*) echo "SchedulerParameters=bf_interval=1" ;; esac
 }

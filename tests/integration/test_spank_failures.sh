@@ -64,7 +64,7 @@ expect() {
   LINE=required
 }
 
-if [ "$major" -lt 24 ]; then
+if [ "$major" -lt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -lt 11 ]; }; then
   # 22.05: a failing remote init or user_init stops the tasks silently
   # (srun exits 0); only task_init failures reach srun's exit code.
   expect init remote "rc=0 ran=no state=idle"
@@ -72,7 +72,10 @@ if [ "$major" -lt 24 ]; then
   expect task_init remote "rc=fail ran=no state=idle"
   expect --batch init remote "state=drained job=COMPLETED"
 elif [ "$major" -lt 25 ] || { [ "$major" -eq 25 ] && [ "$minor" -lt 11 ]; }; then
-  # 24.11: every remote failure reaches srun's exit code; no node drained.
+  # 23.11 and 24.11: every remote failure reaches srun's exit code ("task 0
+  # launch failed: Plugin initialization failed" for init, "Slurmd could
+  # not execve job" for user_init); no node drained by an srun step; a
+  # batch step's failing init drains the node and requeues the job.
   expect init remote "rc=fail ran=no state=idle"
   expect user_init remote "rc=fail ran=no state=idle"
   expect task_init remote "rc=fail ran=no state=idle"
