@@ -262,7 +262,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", mn::check::starved("cannot allocate memory", ENOMEM).text().c_str());
         return 1;
     } catch (const std::system_error& e) {
-        std::fprintf(stderr, "%s\n", mn::check::starved(e.what(), e.code().value()).text().c_str());
+        // what() ends with the errno's text, which starved() adds itself.
+        std::string what = e.what();
+        const std::string tail = ": " + e.code().message();
+        if (what.size() > tail.size() && what.compare(what.size() - tail.size(), tail.size(), tail) == 0)
+            what.resize(what.size() - tail.size());
+        std::fprintf(stderr, "%s\n", mn::check::starved(what, e.code().value()).text().c_str());
         return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "mn-preflight: internal error: %s\n", e.what());
