@@ -1,5 +1,5 @@
 // Heartbeats between rank 0 and every other rank, from threads of their
-// own (step.h says why kBeat and kSilence are what they are): rank 0's Hub
+// own (step.h says why beat_period and kSilence are what they are): rank 0's Hub
 // and a rank's Inbox. Neither waits on the phases' threads, so a rank busy
 // in a long GPU call still answers, and a rank that stops answering is
 // named within kSilence, in the phase rank 0 was in.
@@ -218,7 +218,7 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
 }
 
 // Heartbeats out, silences in.
-void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat) {
+void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
     if (now >= next_beat) {
         const wire::Fields beat = msg::encode(msg::Beat{stage});
@@ -227,7 +227,7 @@ void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat
                 line->send_fields(beat, Deadline::in(1));
                 g_by_kind[kBeatOut].fetch_add(1, std::memory_order_relaxed);
             }
-        next_beat = now + kBeat;
+        next_beat = now + period;
     }
     std::vector<uint32_t> silent;
     for (auto& [r, t] : w.heard)
@@ -274,7 +274,7 @@ struct HubRun {
         }
         if (pulse.skipped())  // this process was stopped: nobody's silence counts
             for (auto& [r, t] : w.heard) t = now_s();
-        beat_and_watch(*s, w, stage, next_beat);
+        beat_and_watch(*s, w, stage, next_beat, beat_period(self.world));
         // Asked to settle: read everything there is now, without waiting.
         // Reading stops by 0.2 s whatever keeps coming, for the next beats.
         const Deadline d = Deadline::in(asked > s->settled ? 0 : 0.1);
@@ -427,7 +427,7 @@ struct InboxRun {
         if (pulse.skipped()) r0.heard = now_s();  // this process was stopped, not rank 0
         if (now_s() >= next_beat) {
             ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
-            next_beat = now_s() + kBeat;
+            next_beat = now_s() + beat_period(me.self.world);
         }
         bool lost = false;
         const Deadline d = Deadline::in(0.1);

@@ -100,8 +100,14 @@ Outcome<std::thread> start_thread(const std::string& what, Fn&& fn) {
 // serves every connection with epoll (wire::Mux): at 8,192 ranks on one
 // host, a thread per connection or per job ran out of threads.
 
-// Every half second, each way.
+// Every half second, each way; every second above kBeatsHalved ranks, where
+// rank 0 would otherwise send and read 4 x R beats a second (at 16,384
+// ranks on 2 cores, with its ranks played by mn-rank-sim, the beats were
+// 90 % of its messages and held the rendezvous past its budget). A silent
+// rank is still named within kSilence + 1 s.
 constexpr double kBeat = 0.5;
+constexpr uint32_t kBeatsHalved = 4096;
+inline double beat_period(uint32_t world) { return world > kBeatsHalved ? 2 * kBeat : kBeat; }
 // A peer is lost after 3 s without a word: six beats in a row missing, so
 // a busy node's scheduler, a dropped packet's retransmission (TCP waits at
 // least 200 ms, then doubles) or a link full of the all-reduce's data

@@ -3,7 +3,7 @@
 // CPU path, the step's variables set as the plugin sets them) and plays
 // ranks 1..N-1 in this one process over the real protocol: the doorway's
 // handshake under the real step secret, sealed CBOR messages, heartbeats
-// every kBeat, Ready and Result answers. One thread, epoll.
+// every beat period (helper/check/step.h), Ready and Result answers. One thread, epoll.
 //
 //   mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S]
 //               [--silent K] [--slow K --delay S] [--flood C] [--json]
@@ -77,7 +77,8 @@ double cpu_s(int who) {
     return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-constexpr double kBeat = 0.5;  // as helper/check/step.h's
+// As helper/check/step.h's beat_period.
+double beat_period(uint32_t world) { return world > 4096 ? 1.0 : 0.5; }
 constexpr std::size_t kMaxHandshakes = 200;  // below the doorway's kMaxWaiting (256)
 
 struct Options {
@@ -469,7 +470,7 @@ void Sim::take_frames(Rank& r) {
             r.state = State::Joined;
             --handshakes_;
             ++joined_;
-            r.next_beat = now_s() + kBeat * (r.rank % 10) / 10.0;
+            r.next_beat = now_s() + beat_period(o_.ranks) * (r.rank % 10) / 10.0;
             if (r.silent) {
                 // Stopped from here on: no reading, no writing, the socket kept.
                 r.quiet_since = now_s();
@@ -559,7 +560,7 @@ int Sim::run() {
             if (r.state != State::Joined || r.silent || r.fd < 0) continue;
             if (now >= r.next_beat) {
                 send(r, msg::Beat{r.stage});
-                r.next_beat = now + kBeat;
+                r.next_beat = now + beat_period(o_.ranks);
             }
             if (!r.owed.empty() && r.fd >= 0) {
                 auto due = std::partition(r.owed.begin(), r.owed.end(), [&](const auto& x) { return x.first > now; });
