@@ -232,6 +232,7 @@ private:
     std::string stop_why_;
     int word_code_ = -1;
     uint64_t sim_msgs_in_ = 0, sim_msgs_out_ = 0;
+    double beat_late_ = 0;  // the latest this process sent a rank's beat, seconds
 };
 
 msg::Hello Sim::hello_of(uint32_t rank) const {
@@ -559,6 +560,8 @@ int Sim::run() {
             Rank& r = ranks_[i];
             if (r.state != State::Joined || r.silent || r.fd < 0) continue;
             if (now >= r.next_beat) {
+                // How late this process plays a beat: its own lag, not rank 0's.
+                if (r.next_beat > 0) beat_late_ = std::max(beat_late_, now - r.next_beat);
                 send(r, msg::Beat{r.stage});
                 r.next_beat = now + beat_period(o_.ranks);
             }
@@ -642,6 +645,7 @@ int Sim::run() {
                 {"sim_cpu_s", sim_cpu},
                 {"sim_msgs_in", sim_msgs_in_},
                 {"sim_msgs_out", sim_msgs_out_},
+                {"sim_beat_late_s", beat_late_},
                 {"joined", joined_},
                 {"sim_failed", failed},
                 {"to_name_s", to_name},
@@ -651,12 +655,12 @@ int Sim::run() {
     } else {
         std::printf("mn-rank-sim: %u ranks (%u a node), silent %u, slow %u (%.2f s), flood %u: %s exit %d, %s; "
                     "wall %.2f s, ctl %.3f s (rdzv %.3f ready %.3f go %.3f coll %.3f verdict %.3f); rank 0 cpu %.2f s, "
-                    "msgs in %s out %s; sim cpu %.2f s",
+                    "msgs in %s out %s; sim cpu %.2f s, its beats up to %.2f s late",
                     o_.ranks, o_.tasks, o_.silent, o_.slow, o_.delay, o_.flood, ok ? "ok" : "NOT AS EXPECTED", code,
                     verdict.c_str(), wall, ctl, phase("rendezvous"), phase("readiness"), phase("go"),
                     phase("collective"), phase("verdict"), c.value("cpu_s", 0.0),
                     c.value("messages_received", Json(0)).dump().c_str(), c.value("messages_sent", Json(0)).dump().c_str(),
-                    sim_cpu);
+                    sim_cpu, beat_late_);
         if (o_.silent) std::printf("; silent named %u of %u, %.2f s after they went quiet", named, o_.silent, to_name);
         std::printf("\n");
         if (!c.value("messages_by_kind", Json::object()).empty())
