@@ -88,7 +88,6 @@ Control& control() {
         c.id = std::this_thread::get_id();
     }
     while (true) {
-        watchdog_turn();
         std::function<bool()> job;
         {
             std::lock_guard<std::mutex> g(c.mu);
@@ -96,21 +95,21 @@ Control& control() {
             c.in_job = static_cast<bool>(job);
         }
         bool more = true;
-        if (job) {
+        {
+            // Nothing leaves this thread as an exception (that would be an abort).
             try {
-                more = job();
+                watchdog_turn();
+                if (job) more = job();
+                else std::this_thread::sleep_for(std::chrono::milliseconds(100));
             } catch (const std::bad_alloc&) {
                 std::fprintf(stderr, "%s\n", starved("the control thread", ENOMEM).text().c_str());
                 std::fflush(stderr);
                 _exit(kCheckFailed);
             } catch (const std::exception& e) {
-                std::fprintf(stderr, "%s\n", starved("the control thread", EIO).what.c_str());
-                std::fprintf(stderr, "mn-preflight: control thread: %s\n", e.what());
+                std::fprintf(stderr, "mn-preflight: the control thread: internal error: %s\n", e.what());
                 std::fflush(stderr);
                 _exit(kCheckFailed);
             }
-        } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
         std::lock_guard<std::mutex> g(c.mu);
         if (!more && c.job) c.job = nullptr;
