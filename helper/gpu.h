@@ -62,6 +62,9 @@ void abort_nccl();
 // devices, found by PCI bus id; lib/gpu_health judges it. A GPU NVML does
 // not answer for says why in nvml_error.
 std::vector<GpuReadings> health(const std::vector<int>& devices);
+// Loads and initialises NVML on a thread now (nvmlInit takes a while),
+// so that health() after prepare()'s copy only reads. prepare() calls it.
+void start_health();
 
 struct DeviceInfo {
     int index = 0;

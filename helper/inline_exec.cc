@@ -1,6 +1,7 @@
 #include "helper/inline_exec.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -58,6 +59,61 @@ bool set_job_comment(const std::string& comment, std::string& err) {
         return false;
     }
     return true;
+}
+
+bool writable_dir(const std::string& dir) {
+    struct stat st {};
+    return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && access(dir.c_str(), W_OK) == 0;
+}
+
+std::string dir_of(const std::string& file) {
+    const auto slash = file.rfind('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : file.substr(0, slash);
+}
+
+// As posix_spawnp looks a program up.
+bool on_path(const std::string& prog) {
+    const std::string path = env_or("PATH", "/usr/bin:/bin");
+    for (std::size_t b = 0;;) {
+        const std::size_t e = path.find(':', b);
+        std::string dir = path.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        if (access(((dir.empty() ? "." : dir) + "/" + prog).c_str(), X_OK) == 0) return true;
+        if (e == std::string::npos) return false;
+        b = e + 1;
+    }
+}
+
+// In a container (pyxis), before the check. What rank 0 leaves for the
+// batch script (exclude file, job comment) must have somewhere to go there,
+// or the step stops now rather than after the check: every rank decides
+// alike, so none waits for a rank 0 that left. A history or metrics
+// directory the image lacks is the site's mounts, not the user's mistake:
+// left out, said once. Returns the refusal, "" when all can go ahead.
+std::string outputs_in_container(CheckOptions& o, const InlineOptions& io, bool rank0) {
+    const std::string head = "mn-preflight: " + env_or("SLURMD_NODENAME", "?") + ": ";
+    const std::string where = "the task runs in a container (" + io.container + ")";
+    const std::string stopped = ", so neither the check nor " + io.program[0] + " was started";
+    if (!io.exclude_file.empty() && !writable_dir(dir_of(io.exclude_file)))
+        return head + "exclude file " + io.exclude_file + ": " + where + ", where " + dir_of(io.exclude_file) +
+               " is not a directory it can write" + stopped + "; fix: mount it (srun --container-mounts=" +
+               dir_of(io.exclude_file) + " ...) or name a file in a directory the container has";
+    if (io.job_comment && !on_path("scontrol"))
+        return head + "job comment: " + where + ", which has no scontrol" + stopped +
+               "; fix: use exclude-file=PATH in a mounted directory instead (the batch script reads it), or run "
+               "the check as a step of its own before the container's";
+    const struct {
+        std::string& dir;
+        const char* what;
+    } fleet[] = {{o.history_dir, "history"}, {o.metrics_dir, "metrics"}};
+    for (const auto& f : fleet) {
+        if (f.dir.empty() || writable_dir(f.dir)) continue;
+        if (rank0)
+            say(head + "note: " + where + ", where the " + f.what + " directory " + f.dir +
+                " is not (or is not writable), so this check is not recorded there; the site mounts it into "
+                "every container (a line '" + f.dir + " " + f.dir + " none x-create=dir,bind,rw' in enroot's mounts.d)");
+        f.dir.clear();
+    }
+    return "";
 }
 
 // Rank 0, after a FAIL: the machine-readable outcome and one line saying
@@ -153,12 +209,18 @@ int exec_program(const InlineOptions& io) {
 
 }  // namespace
 
-int check_then_exec(const CheckOptions& o, const InlineOptions& io) {
+int check_then_exec(const CheckOptions& asked, const InlineOptions& io) {
     if (io.program.empty()) {
         std::fprintf(stderr, "mn-preflight: check --exec needs a program after --\n");
         return kUsage;
     }
     const bool rank0 = env_or("SLURM_PROCID") == "0";
+    CheckOptions o = asked;
+    if (!io.container.empty())
+        if (const std::string refusal = outputs_in_container(o, io, rank0); !refusal.empty()) {
+            if (rank0) say(refusal);
+            return kUsage;
+        }
     // apptainer exec IMAGE ...: this check runs here, before the container,
     // so its NCCL and libraries are the node's, not the image's: said once.
     if (auto c = apptainer_command(io.program); c && rank0)

@@ -14,6 +14,7 @@ struct InlineOptions {
     unsigned port = 0;               // the check's own rendezvous port (0: MASTER_PORT)
     std::string exclude_file;        // rank 0 writes the nodes to exclude here on FAIL
     bool job_comment = false;        // rank 0 also puts them into the job's comment
+    std::string container;           // where the task runs, when not the node ("pyxis --container-image=IMG")
     std::vector<std::string> program;  // what runs on PASS
 };
 

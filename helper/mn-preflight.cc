@@ -30,7 +30,7 @@ std::string usage() {
     return "usage: srun --mn-nccl=auto mn-preflight [check] " + mn::check_options_synopsis(mn::kCheckArgv, 48) +
            "\n"
            "       mn-preflight check --exec [--port P] " + mn::check_options_synopsis(mn::kExecArgv, 44) +
-           " [OPTIONS] -- PROGRAM [ARGS]\n"
+           " [--container WHAT] [OPTIONS] -- PROGRAM [ARGS]\n"
            "       mn-preflight --prolog [--reason-file PATH] [--timeout S] [--mode MODE] [--json]\n"
            "                             [--history DIR] [--metrics-dir DIR]\n"
            "       mn-preflight discover [--mode MODE] [--json] [--sysfs-root DIR]\n"
@@ -51,6 +51,10 @@ std::string usage() {
            "                     in the same process on PASS; with --exec only:\n"
            "  --port P           the check's own rendezvous port (default MASTER_PORT)\n" +
            mn::check_options_help(mn::kExecArgv) +
+           "  --container WHAT   the task runs in a container (the plugin says which, for pyxis): the\n"
+           "                     exclude file's directory and scontrol (--job-comment) must be there, or\n"
+           "                     the step stops before the check; a history or metrics directory\n"
+           "                     that is not there is left out, with a note\n" +
            "--prolog         this node alone, for a Slurm prolog: RDMA ports usable, every GPU takes an\n"
            "                 allocation and a copy, an NCCL all-reduce across its GPUs, NVML health;\n"
            "                 --timeout, --mode, --json, --history and --metrics-dir as for check\n"
@@ -98,6 +102,10 @@ int check(const std::vector<std::string>& args) {
             exec = true;
         } else if (a == "--port") {
             if (std::string err = parse_port(args, i, io.port); !err.empty()) return usage_error(err);
+        } else if (a == "--container") {
+            // Put there by the plugin: where the task runs (pyxis).
+            if (i + 1 >= args.size() || args[i + 1].empty()) return usage_error("--container needs what runs the task");
+            io.container = args[++i];
         } else {
             auto taken = mn::take_check_arg(args, i, mn::kCheckArgv | mn::kExecArgv, s);
             if (!taken) return usage_error(taken.problem().text());
@@ -107,8 +115,8 @@ int check(const std::vector<std::string>& args) {
     io.exclude_file = s.exclude_file;
     io.job_comment = s.job_comment;
     if (exec) return mn::check_then_exec(s.check, io);
-    if (!io.program.empty() || io.port || !io.exclude_file.empty() || io.job_comment)
-        return usage_error("-- PROGRAM, --port, --exclude-file and --job-comment go with --exec");
+    if (!io.program.empty() || io.port || !io.exclude_file.empty() || io.job_comment || !io.container.empty())
+        return usage_error("-- PROGRAM, --port, --exclude-file, --job-comment and --container go with --exec");
     return mn::run_check(s.check);
 }
 

@@ -11,6 +11,7 @@ pkgs=(
   iproute2 util-linux procps
   python3-torch
   libssl-dev  # mn-preflight's handshake (OpenSSL's libcrypto)
+  zlib1g-dev libzstd-dev  # their archives: Debian 13's libcrypto.a needs them (mn-preflight carries libcrypto)
   nlohmann-json3-dev  # every JSON mn-preflight writes or reads (header-only)
   debhelper dpkg-dev fakeroot  # the .deb
 )

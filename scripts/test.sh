@@ -36,7 +36,14 @@ bash scripts/install-deps.sh "${deps_args[@]}" || exit 1
 # The container rig for tests/integration/test_containers.sh (which waits
 # for it): pyxis and enroot from ../shared/vendor and a torch image, built
 # beside (about 5 min, mostly the image); host only.
-[ $here_only = 1 ] || (nice -n 10 bash scripts/cluster/containers.sh all >/tmp/mn-containers.log 2>&1 &)
+# In a release root (--here) only the base image, where the release root
+# asks for it (MN_CONTAINERS=inline: Slurm puts --mn-preflight's check in
+# the container; about 2 min).
+if [ $here_only = 0 ]; then
+  (nice -n 10 bash scripts/cluster/containers.sh all >/tmp/mn-containers.log 2>&1 &)
+elif [ "${MN_CONTAINERS:-none}" = inline ]; then
+  (nice -n 10 bash scripts/cluster/containers.sh inline >/tmp/mn-containers.log 2>&1 &)
+fi
 part "build (scripts/build.sh)"
 bash scripts/build.sh || exit 1
 

@@ -2,6 +2,7 @@
 // then give each task its environment in task_init. Errors found before
 // task_init are kept and reported there: failing remote init or user_init
 // would run no task while srun exits 0.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,11 +13,15 @@
 #include "build_config.h"
 #include "lib/plan/containers.h"
 #include "lib/plan/step_layout.h"
+#include "lib/util/bounded_file.h"
 #include "lib/fabric/topology.h"
 #include "lib/fabric/verbs.h"
 #include "spank/plugin_state.h"
 
 namespace mn::spank {
+
+std::optional<std::string> pyxis_option(spank_t sp, const char* name);
+
 namespace {
 
 std::optional<std::string> step_env(spank_t sp, const std::string& name) {
@@ -51,6 +56,28 @@ std::string mount_namespace() {
     return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
+#if MN_HAVE_PREPEND_TASK_ARGV
+// Whether enroot's mounts.d (the site's, or the user's own config) mounts
+// something at `bin` in every container.
+bool enroot_mounts_everywhere(const std::string& bin, const std::optional<std::string>& home) {
+    std::vector<std::string> dirs = {"/etc/enroot/mounts.d"};
+    if (home && !home->empty()) dirs.push_back(*home + "/.config/enroot/mounts.d");
+    for (const auto& d : dirs) {
+        DIR* dir = opendir(d.c_str());
+        if (!dir) continue;
+        bool found = false;
+        for (struct dirent* e; !found && (e = readdir(dir));) {
+            const std::string name = e->d_name;
+            if (name.size() < 7 || name.compare(name.size() - 6, 6, ".fstab") != 0) continue;
+            if (auto text = read_bounded_text(d + "/" + name, 1 << 16)) found = enroot_mounts(*text, bin);
+        }
+        closedir(dir);
+        if (found) return true;
+    }
+    return false;
+}
+#endif
+
 // --mn-preflight: mn-preflight check --exec ... -- in front of the task's
 // command, so the check runs in this task and then becomes the program.
 int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
@@ -75,8 +102,25 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
                                   .c_str());
         return -1;
     }
+    // pyxis: the check will run in the container; it says so about its outputs.
+    std::string container;
+    if (auto image = pyxis_option(sp, "container-image"))
+        container = "pyxis --container-image=" + *image;
+    else if (auto name = pyxis_option(sp, "container-name"))
+        container = "pyxis --container-name=" + *name;
+    else if (auto env_image = step_env(sp, "PYXIS_CONTAINER_IMAGE"))
+        container = "pyxis, PYXIS_CONTAINER_IMAGE=" + *env_image;
+    // pyxis still to come (listed after mn_nccl): the check will be looked
+    // up in the image, which nothing here can see; the site's mounts can be.
+    const bool in_container = !state().stepd_mnt_ns.empty() && mount_namespace() != state().stepd_mnt_ns;
+    if (!container.empty() && !in_container && local_id == 0 && !enroot_mounts_everywhere(bin, step_env(sp, "HOME")))
+        tell_user(message("warning: " + req.source + ": pyxis runs after mn_nccl here and enroot's mounts.d does not "
+                          "mount " + bin + " into containers: unless the image has it, every task ends with "
+                          "'execve(): " + bin + ": No such file or directory'; fix: the site installs "
+                          "/etc/enroot/mounts.d/50-mn-preflight.fstab (the mn-nccl package ships it), or add "
+                          "--container-mounts=" + bin));
     const std::vector<std::string> args =
-        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site);
+        preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site, container);
     std::vector<const char*> argv;
     for (const auto& a : args) argv.push_back(a.c_str());
     argv.push_back(nullptr);

@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <functional>
 #include <new>
+#include <set>
 
 #include "helper/check/step.h"
 #include "lib/check/gpu_claims.h"
+#include "lib/check/gpu_health.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -188,6 +190,34 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
     return false;
 }
 
+// NVML's fails (another process on a GPU, uncorrectable ECC, a pending
+// remap, ...) fail the check whatever the all-reduce shows: it stops here,
+// before NCCL's init, and the verdict names those nodes (weigh()). A GPU
+// busy with another process's work was named 6.6 s from launch on 2 H100,
+// after 1 GiB rounds slowed by it; readiness has it in about 1 s.
+bool gpus_healthy(Lead& l) {
+    std::vector<std::string> failed;
+    for (std::size_t i = 0; i < l.node_health.size() && i < l.rep.nodes.size(); ++i) {
+        // Every rank of the step on the same host is the check's own, as
+        // the verdict's weigh() counts them.
+        std::set<unsigned> ours;
+        std::string host;
+        for (uint32_t r : l.rep.nodes[i].ranks) host = l.members[r].hello.host;
+        for (const auto& m : l.members)
+            if (m.hello.host == host) ours.insert(m.hello.pid);
+        for (const auto& f : gpu_health(l.rep.nodes[i].host, l.node_health[i], ours))
+            if (f.fail) {
+                failed.push_back(l.rep.nodes[i].host);
+                break;
+            }
+    }
+    if (failed.empty()) return true;
+    l.rep.notes.push_back("the all-reduce did not run: NVML failed the GPUs of " + join_list(failed) +
+                          " in readiness (see the nodes named)");
+    l.stop_the_rest();
+    return false;
+}
+
 }  // namespace
 
 bool lead_readiness(Step& st, Lead& l) {
@@ -205,6 +235,7 @@ bool lead_readiness(Step& st, Lead& l) {
     // Every rank's fingerprint came with its readiness: read beside the
     // rendezvous, compared before NCCL's init.
     if (!fingerprints_alike(l)) return false;
+    if (!gpus_healthy(l)) return false;
     progress(st.self, "readiness: " + std::to_string(st.self.world) + " ranks set up (" + num(now_s() - st.start) + " s)");
     return true;
 }

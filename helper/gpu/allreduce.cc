@@ -28,6 +28,7 @@ struct Run {
     std::vector<Lane> lanes;
     double until = 0;
     double pause = 0;  // seconds the host waits before each launch of a timed loop (a test hook's stall)
+    int first_rank = 0;  // NCCL rank of lanes[0]: the key of each split
 };
 
 // Hands each communicator back: destroyed, or aborted once abort_nccl()
@@ -76,7 +77,7 @@ std::optional<Failure> open_lanes(Run& run, const AllreduceJob& job) {
         fill_pattern(tile, own);
         run.lanes[l].pattern = own;
         run.cu.ctx_set(run.lanes[l].ctx);
-        if (CUresult r = put_tiles(run.cu, run.lanes[l].buf, job.bytes, tile); r != CUDA_SUCCESS)
+        if (CUresult r = put_tiles(run.cu, run.lanes[l], job.bytes, tile); r != CUDA_SUCCESS)
             return Failure{describe(run.lanes[l].dev) + ": " + cu_error(r), false};
     }
     return std::nullopt;
@@ -148,7 +149,7 @@ std::optional<Failure> checked_allreduce(Run& run, const std::vector<ncclComm_t>
     fill_sum(sum, static_cast<uint32_t>(job.nranks));
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
-        if (std::string bad = get_tiles(run.cu, ln.buf, job.bytes, sum); !bad.empty()) {
+        if (std::string bad = get_tiles(run.cu, ln, job.bytes, sum); !bad.empty()) {
             res.correct = false;
             res.error = describe(ln.dev) + ": wrong all-reduce result, " + bad;
             break;
@@ -191,31 +192,58 @@ std::optional<Failure> timed_rounds(const Run& run, const std::vector<ncclComm_t
     return std::nullopt;
 }
 
+// Communicators `sub` split off `comms`, each lane by its color (-1: in
+// no pair, no communicator), settled; `blocking`: blocking ones
+// (BlockingConfig), else as their parent.
+std::optional<Failure> split(const Run& run, const std::vector<ncclComm_t>& comms, const std::vector<int>& colors,
+                             std::vector<ncclComm_t>& sub, bool blocking = false) {
+    BlockingConfig config;
+    ncclResult_t rc = run.nc.group_start();
+    for (std::size_t l = 0; l < run.lanes.size() && rc == ncclSuccess; ++l) {
+        run.cu.ctx_set(run.lanes[l].ctx);
+        const int color = l < colors.size() && colors[l] >= 0 ? colors[l] : NCCL_SPLIT_NOCOLOR;
+        rc = run.nc.comm_split(comms[l], color, run.first_rank + static_cast<int>(l), &sub[l],
+                               blocking ? config.get() : nullptr);
+        if (rc == ncclInProgress) rc = ncclSuccess;
+    }
+    ncclResult_t e = group_end(run.nc);
+    if (rc == ncclSuccess) rc = e;
+    for (ncclComm_t c : sub)
+        if (c) track(c);
+    if (rc != ncclSuccess) return Failure{"ncclCommSplit: " + nccl_error(rc), nccl_is_peer(rc)};
+    if (auto f = settle(comms, run.until, "ncclCommSplit")) return f;
+    return settle(sub, run.until, "ncclCommSplit");
+}
+
 // What every member agrees on between timed loops: the slowest member's
-// seconds per round in its last loop, and the most seconds any member has
-// spent on the timed loops so far.
+// seconds per round in its last loop, the most seconds any member has
+// spent on the timed loops so far, and the fastest member's seconds per
+// round. A loop not led by an untimed round (the first round) counts,
+// on the members that launched first, the wait for the last: the last
+// one's time is the round's own.
 struct Agreed {
-    float per_round = 0, spent = 0;
+    float per_round = 0, spent = 0, fastest = 0;
 };
 
-// Every member's vote, an all-reduce (max) of two floats: all members read
-// the same answer, so all size the next loop alike or all stop at once.
+// Every member's vote, an all-reduce (max) of kVoteFloats floats (the
+// fastest as the max of the negated): all members read the same answer,
+// so all size the next loop alike or all stop at once.
 std::optional<Failure> vote(const Run& run, const std::vector<ncclComm_t>& cs, Agreed mine, Agreed& out) {
-    const float v[2] = {mine.per_round, mine.spent};
+    const float v[kVoteFloats] = {mine.per_round, mine.spent, -mine.per_round};
     for (const Lane& ln : run.lanes) {
         run.cu.ctx_set(ln.ctx);
         run.cu.htod(ln.vote, v, sizeof v);
     }
-    if (auto e = enqueue(run, cs, 2, true, ncclMax)) return e;
+    if (auto e = enqueue(run, cs, kVoteFloats, true, ncclMax)) return e;
     if (auto e = drain(run.lanes, cs, run.until, "the time vote")) return e;
-    float got[2] = {0, 0};
+    float got[kVoteFloats] = {0, 0, 0};
     for (std::size_t l = 0; l < run.lanes.size(); ++l)
         if (cs[l]) {
             run.cu.ctx_set(run.lanes[l].ctx);
             run.cu.dtoh(got, run.lanes[l].vote, sizeof got);
             break;
         }
-    out = {got[0], got[1]};
+    out = {got[0], got[1], -got[2]};
     return std::nullopt;
 }
 
@@ -232,22 +260,45 @@ double slowest(const std::vector<ncclComm_t>& cs, const std::vector<double>& sum
 // rank 0's stop word is seen between two of them.
 constexpr int kMaxLoop = 50;
 
+// Rounds that the first round says are shorter than this (on its fastest
+// member: the others count their wait for the last launch too) go on a
+// blocking communicator (`fast`): launched through NCCL's thread, each
+// round waits about 80 us for its launch, and the GPU idles between
+// rounds (8 MiB over NVLink: 0.61 of all_reduce_perf's busbw on 2 H100).
+// Longer rounds keep the GPU busy while the next launch comes (64 MiB,
+// 0.27 ms, read 0.997 of it), and skip the split's cost (the default
+// 1 GiB: about 3 ms a round).
+constexpr double kLaunchBound = 0.3e-3;
+
 // Warm-up: one round, then the rest of `warmup` back to back, as many as
 // fit a quarter of `budget` at the agreed time of that round (a 1 GiB
 // round takes 0.4 s over 25 Gb/s Ethernet: 5 of them would be 2 s of a
 // check that measures nothing). Then timed loops, `iters` rounds in all:
 // each loop sized from the agreed seconds per round to fit what is left
 // of `budget`, at least one round; none starts once the budget is spent.
-// `per_lane`: seconds per round.
-std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs, std::size_t n, int warmup, int iters,
-                               double budget, std::vector<double>& per_lane) {
+// `per_lane`: seconds per round. With `fast`, rounds under kLaunchBound
+// are warmed up and timed on blocking communicators split off `cs0` into
+// it (every member decides alike, from the vote); the caller releases
+// them.
+std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs0, std::size_t n, int warmup,
+                               int iters, double budget, std::vector<double>& per_lane,
+                               std::vector<ncclComm_t>* fast = nullptr) {
     per_lane.assign(run.lanes.size(), 0);
     std::vector<double> warm(run.lanes.size(), 0);
-    if (auto e = timed_rounds(run, cs, n, 1, false, warm)) return e;
-    double last = slowest(cs, warm, 1);
+    if (auto e = timed_rounds(run, cs0, n, 1, false, warm)) return e;
+    double last = slowest(cs0, warm, 1);
+    const std::vector<ncclComm_t>* use = &cs0;
     if (warmup > 1) {
         Agreed a;
-        if (auto e = vote(run, cs, {static_cast<float>(last), 0.f}, a)) return e;
+        if (auto e = vote(run, cs0, {static_cast<float>(last), 0.f}, a)) return e;
+        if (fast && kBlockingSplit && run.nc.comm_split && a.fastest > 0 && a.fastest < kLaunchBound) {
+            std::vector<int> colors(run.lanes.size());
+            for (std::size_t l = 0; l < colors.size(); ++l) colors[l] = cs0[l] ? 0 : -1;
+            fast->assign(run.lanes.size(), nullptr);
+            if (auto e = split(run, cs0, colors, *fast, true)) return e;
+            use = fast;
+        }
+        const std::vector<ncclComm_t>& cs = *use;
         const double fit = a.per_round > 0 ? 0.25 * budget / a.per_round : warmup - 1;
         const int more = static_cast<int>(std::clamp(fit, 0.0, double(std::min(kMaxLoop, warmup - 1))));
         if (more > 0) {
@@ -256,6 +307,7 @@ std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs
             last = slowest(cs, warm, more);
         }
     }
+    const std::vector<ncclComm_t>& cs = *use;
     const double start = now_s();
     int done = 0;
     while (done < iters) {
@@ -280,33 +332,15 @@ std::optional<Failure> measure(const Run& run, const std::vector<ncclComm_t>& cs
 std::optional<Failure> time_allreduce(const Run& run, const std::vector<ncclComm_t>& comms, const AllreduceJob& job,
                                       AllreduceResult& res) {
     std::vector<double> secs;
+    std::vector<ncclComm_t> fast;
     std::optional<Failure> f =
-        measure(run, comms, job.bytes / sizeof(float), job.warmup, std::max(1, job.iters), job.budget, secs);
+        measure(run, comms, job.bytes / sizeof(float), job.warmup, std::max(1, job.iters), job.budget, secs, &fast);
+    release(run, fast);
     if (!f && !secs.empty()) res.seconds = *std::max_element(secs.begin(), secs.end());
     // NCCL (2.22+) connects channels at the first collective, so its
     // transport lines exist only now.
     res.transports = transports_in(job.log_path);
     return f;
-}
-
-// Communicators `sub` split off `comms`, each lane by its color (-1: in
-// no pair, no communicator), settled.
-std::optional<Failure> split(const Run& run, const std::vector<ncclComm_t>& comms, const std::vector<int>& colors,
-                             int first_rank, std::vector<ncclComm_t>& sub) {
-    ncclResult_t rc = run.nc.group_start();
-    for (std::size_t l = 0; l < run.lanes.size() && rc == ncclSuccess; ++l) {
-        run.cu.ctx_set(run.lanes[l].ctx);
-        const int color = l < colors.size() && colors[l] >= 0 ? colors[l] : NCCL_SPLIT_NOCOLOR;
-        rc = run.nc.comm_split(comms[l], color, first_rank + static_cast<int>(l), &sub[l], nullptr);
-        if (rc == ncclInProgress) rc = ncclSuccess;
-    }
-    ncclResult_t e = group_end(run.nc);
-    if (rc == ncclSuccess) rc = e;
-    for (ncclComm_t c : sub)
-        if (c) track(c);
-    if (rc != ncclSuccess) return Failure{"ncclCommSplit: " + nccl_error(rc), nccl_is_peer(rc)};
-    if (auto f = settle(comms, run.until, "ncclCommSplit")) return f;
-    return settle(sub, run.until, "ncclCommSplit");
 }
 
 // One pair round on `sub`: seconds per round for each lane, 0 on error,
@@ -334,7 +368,7 @@ void pair_rounds(const Run& run, const std::vector<ncclComm_t>& comms, const All
             break;
         }
         std::vector<ncclComm_t> sub(run.lanes.size(), nullptr);
-        if (auto f = split(run, comms, colors, job.first_rank, sub)) {
+        if (auto f = split(run, comms, colors, sub)) {
             res.pair_error = f->what;
             release(run, sub);
             break;
@@ -350,6 +384,7 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     AllreduceResult res;
     const Libraries& libs = libraries();
     Run run{libs.cuda, libs.nccl, {}, now_s() + job.deadline_s};
+    run.first_rank = job.first_rank;
     auto fail = [&res](const Failure& f) {
         res.error = f.what;
         res.peer = f.peer;

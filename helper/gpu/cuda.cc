@@ -10,6 +10,9 @@ namespace mn::gpu {
 void* open_cuda() { return dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL); }
 
 bool bind_cuda(void* lib, Cuda& c) {
+    sym(lib, "cuDriverGetVersion", c.driver_version);
+    sym(lib, "cuMemHostAlloc", c.host_alloc);
+    sym(lib, "cuMemcpyDtoD_v2", c.dtod);
     return sym(lib, "cuInit", c.init) && sym(lib, "cuDeviceGetCount", c.device_count) &&
            sym(lib, "cuDeviceGet", c.device_get) && sym(lib, "cuDeviceGetName", c.device_name) &&
            sym(lib, "cuDeviceGetPCIBusId", c.bus_id) && sym(lib, "cuDevicePrimaryCtxRetain", c.ctx_retain) &&

@@ -41,11 +41,15 @@ CUresult cuEventCreate(CUevent*, unsigned int);
 CUresult cuEventRecord(CUevent, CUstream);
 CUresult cuEventElapsedTime(float*, CUevent, CUevent);
 CUresult cuGetErrorString(CUresult, const char**);
+CUresult cuDriverGetVersion(int*);
+CUresult cuMemHostAlloc(void**, size_t, unsigned int);
+CUresult cuMemcpyDtoD_v2(CUdeviceptr, CUdeviceptr, size_t);
 }
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_NOT_READY 600
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_EVENT_DEFAULT 0
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
 #endif
 
 namespace mn::gpu {
@@ -70,6 +74,9 @@ struct Cuda {
     decltype(&cuEventRecord) event_record = nullptr;
     decltype(&cuEventElapsedTime) event_elapsed = nullptr;
     decltype(&cuGetErrorString) error_string = nullptr;
+    decltype(&cuDriverGetVersion) driver_version = nullptr;  // optional: the fingerprint's
+    decltype(&cuMemHostAlloc) host_alloc = nullptr;  // optional: pinned staging (lanes)
+    decltype(&cuMemcpyDtoD_v2) dtod = nullptr;       // optional: the pattern copied on the GPU (lanes)
 };
 
 // dlopen("libcuda.so.1"): the driver's user library; null without it.

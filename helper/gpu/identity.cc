@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <future>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,11 +46,9 @@ void net_plugin(Identity& id) {
     // A name that loads nothing: NCCL falls back to its own transports.
 }
 
-}  // namespace
-
-Identity identity() {
-    Identity id;
-    net_plugin(id);
+// NCCL's version and file (NCCL alone: a node without CUDA still says
+// which NCCL it has).
+void nccl_of_node(Identity& id) {
     std::string why;
     if (void* lib = open_nccl(why)) {
         int (*version)(int*) = nullptr;
@@ -58,26 +57,57 @@ Identity identity() {
         Dl_info info{};
         if (version && dladdr(reinterpret_cast<void*>(version), &info) && info.dli_fname) id.nccl_path = info.dli_fname;
     }
-    if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        int (*driver)(int*) = nullptr;
-        int code = 0;
-        if (sym(cuda, "cuDriverGetVersion", driver) && driver(&code) == 0) id.cuda_code = code;
-    }
+}
+
+// The driver's version, and its GPUs counted and named: the driver alone,
+// so a node without NCCL still has its GPUs (the check says NCCL is what
+// it lacks). cuInit is the slow part; the GPU path's probe() has done it
+// by now, so this is only its answer read again.
+void gpus_of_node(Identity& id) {
     const Libraries& libs = libraries();
-    int n = 0;
-    // The driver alone counts and names them: a node without NCCL still
-    // has its GPUs (the check says NCCL is what it lacks).
-    if (libs.cuda_bound && libs.cuda.init(0) == CUDA_SUCCESS && libs.cuda.device_count(&n) == CUDA_SUCCESS) {
-        id.gpus = n;
-        std::set<std::string> models;
-        for (int i = 0; i < n; ++i) {
-            CUdevice d = 0;
-            char name[256] = {0};
-            if (libs.cuda.device_get(&d, i) == CUDA_SUCCESS && libs.cuda.device_name(name, sizeof name, d) == CUDA_SUCCESS)
-                models.insert(name);
+    if (!libs.cuda_bound || !libs.cuda.driver_version) {
+        // A driver too old for the check still says its version.
+        if (void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+            int (*driver)(int*) = nullptr;
+            int code = 0;
+            if (sym(cuda, "cuDriverGetVersion", driver) && driver(&code) == 0) id.cuda_code = code;
         }
-        for (const auto& m : models) id.gpu_model += (id.gpu_model.empty() ? "" : " + ") + m;
+        if (!libs.cuda_bound) return;
+    } else {
+        libs.cuda.driver_version(&id.cuda_code);
     }
+    int n = 0;
+    if (libs.cuda.init(0) != CUDA_SUCCESS || libs.cuda.device_count(&n) != CUDA_SUCCESS) return;
+    id.gpus = n;
+    std::set<std::string> models;
+    for (int i = 0; i < n; ++i) {
+        CUdevice d = 0;
+        char name[256] = {0};
+        if (libs.cuda.device_get(&d, i) == CUDA_SUCCESS && libs.cuda.device_name(name, sizeof name, d) == CUDA_SUCCESS)
+            models.insert(name);
+    }
+    for (const auto& m : models) id.gpu_model += (id.gpu_model.empty() ? "" : " + ") + m;
+}
+
+}  // namespace
+
+Identity identity() {
+    // The parts at once, each on its own (a plugin's dlopen pulls in its
+    // libraries; cuInit on a node without the GPU path takes a while): the
+    // read costs its slowest part, not their sum.
+    Identity net, nccl;
+    auto a = std::async(std::launch::async, [&net] { net_plugin(net); });
+    auto b = std::async(std::launch::async, [&nccl] { nccl_of_node(nccl); });
+    Identity id;
+    gpus_of_node(id);
+    a.get();
+    b.get();
+    id.net_known = net.net_known;
+    id.net_name = net.net_name;
+    id.net_api = net.net_api;
+    id.net_path = net.net_path;
+    id.nccl_code = nccl.nccl_code;
+    id.nccl_path = nccl.nccl_path;
     return id;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 #include <mutex>
 
 #include "helper/gpu.h"
@@ -32,9 +33,9 @@ constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
 std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes, uint32_t pattern) {
     std::vector<float> tile(kPatternTile);
     fill_pattern(tile, pattern);
-    CUresult r = put_tiles(cu, ln.buf, bytes, tile);
+    CUresult r = put_tiles(cu, ln, bytes, tile);
     if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
-    if (std::string bad = get_tiles(cu, ln.buf, bytes, tile); !bad.empty())
+    if (std::string bad = get_tiles(cu, ln, bytes, tile); !bad.empty())
         return describe(ln.dev) + ": a copy there and back: " + bad;
     std::size_t free_b = 0, total_b = 0;
     r = cu.mem_info(&free_b, &total_b);
@@ -57,11 +58,17 @@ std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern) {
     if (r == CUDA_SUCCESS) r = cu.stream_create(&ln.stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t1, CU_EVENT_DEFAULT);
-    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, 2 * sizeof(float));
+    if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, kVoteFloats * sizeof(float));
     if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.buf, bytes);
     if (r != CUDA_SUCCESS)
         return describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) +
                " MiB";
+    // Pinned: 1 GiB there and back from pageable memory took about 0.3 s
+    // of readiness on H100; none (no such call, or no memory to pin) is
+    // only slower.
+    if (cu.host_alloc && cu.host_alloc(&ln.stage, kStageTiles * kPatternTile * sizeof(float), CU_MEMHOSTALLOC_PORTABLE) !=
+                             CUDA_SUCCESS)
+        ln.stage = nullptr;
     std::string e = check_lane(cu, ln, bytes, pattern);
     if (e.empty()) ln.pattern = pattern;
     return e;
@@ -75,23 +82,74 @@ std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t by
     return same ? lanes : std::vector<Lane>{};
 }
 
-CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile) {
+CUresult put_tiles(const Cuda& cu, const Lane& ln, std::size_t bytes, const std::vector<float>& tile) {
     const std::size_t step = tile.size() * sizeof(float);
-    for (std::size_t off = 0; off < bytes; off += step)
-        if (CUresult r = cu.htod(buf + off, tile.data(), std::min(step, bytes - off)); r != CUDA_SUCCESS) return r;
+    const void* from = tile.data();
+    std::size_t chunk = step;
+    if (ln.stage) {
+        char* s = static_cast<char*>(ln.stage);
+        for (std::size_t k = 0; k < kStageTiles; ++k) std::memcpy(s + k * step, tile.data(), step);
+        from = s;
+        chunk = kStageTiles * step;
+    }
+    // The first piece from the host, the rest copied from what is already
+    // there, doubling (1 GiB: 6 copies on the GPU rather than 1 GiB over
+    // PCIe). get_tiles reads all of it back.
+    const std::size_t first = std::min(chunk, bytes);
+    if (CUresult r = cu.htod(ln.buf, from, first); r != CUDA_SUCCESS) return r;
+    std::size_t done = first;
+    while (cu.dtod && done < bytes) {
+        const std::size_t n = std::min(done, bytes - done);
+        if (CUresult r = cu.dtod(ln.buf + done, ln.buf, n); r != CUDA_SUCCESS) return r;
+        done += n;
+    }
+    // The copies on the GPU return before they end, on the context's
+    // default stream, which NCCL's non-blocking stream does not wait for: a
+    // read of the last float waits for them.
+    if (done > first) {
+        float last = 0;
+        if (CUresult r = cu.dtoh(&last, ln.buf + (bytes / sizeof(float) - 1) * sizeof(float), sizeof last);
+            r != CUDA_SUCCESS)
+            return r;
+    }
+    for (std::size_t off = done; off < bytes; off += chunk)
+        if (CUresult r = cu.htod(ln.buf + off, from, std::min(chunk, bytes - off)); r != CUDA_SUCCESS) return r;
     return CUDA_SUCCESS;
 }
 
-std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile) {
+namespace {
+
+// The first tile of `at` (len bytes, whole tiles but the last) unlike
+// `tile`: its offset in `at`, or len when all are alike. Tiles compared
+// on threads of their own: one core's memcmp reads about 10 GB/s, a
+// 1 GiB buffer's worth is 0.1 s.
+std::size_t first_unlike(const char* at, std::size_t len, const std::vector<float>& tile) {
     const std::size_t step = tile.size() * sizeof(float);
-    std::vector<float> piece(tile.size());
-    for (std::size_t off = 0; off < bytes; off += step) {
-        const std::size_t len = std::min(step, bytes - off);
-        if (CUresult r = cu.dtoh(piece.data(), buf + off, len); r != CUDA_SUCCESS)
-            return cu_error(r) + " copying from the GPU";
-        if (std::memcmp(piece.data(), tile.data(), len) == 0) continue;
-        piece.resize(len / sizeof(float));
-        return first_difference(piece, tile, off / sizeof(float));
+    auto alike = [&](std::size_t off) { return std::memcmp(at + off, tile.data(), std::min(step, len - off)) == 0; };
+    std::vector<std::future<bool>> same;
+    for (std::size_t off = step; off < len; off += step) same.push_back(std::async(std::launch::async, alike, off));
+    std::size_t bad = alike(0) ? len : 0;
+    for (std::size_t k = 0; k < same.size(); ++k)
+        if (!same[k].get() && bad == len) bad = (k + 1) * step;
+    return bad;
+}
+
+}  // namespace
+
+std::string get_tiles(const Cuda& cu, const Lane& ln, std::size_t bytes, const std::vector<float>& tile) {
+    const std::size_t step = tile.size() * sizeof(float);
+    std::vector<float> own;
+    if (!ln.stage) own.resize(tile.size());
+    char* to = ln.stage ? static_cast<char*>(ln.stage) : reinterpret_cast<char*>(own.data());
+    const std::size_t chunk = ln.stage ? kStageTiles * step : step;
+    for (std::size_t off = 0; off < bytes; off += chunk) {
+        const std::size_t len = std::min(chunk, bytes - off);
+        if (CUresult r = cu.dtoh(to, ln.buf + off, len); r != CUDA_SUCCESS) return cu_error(r) + " copying from the GPU";
+        const std::size_t at = first_unlike(to, len, tile);
+        if (at == len) continue;
+        std::vector<float> piece(std::min(step, len - at) / sizeof(float));
+        std::memcpy(piece.data(), to + at, piece.size() * sizeof(float));
+        return first_difference(piece, tile, (off + at) / sizeof(float));
     }
     return "";
 }
@@ -104,11 +162,22 @@ double lane_seconds(const Cuda& cu, const Lane& ln) {
 
 std::string prepare(const std::vector<int>& devs, std::size_t bytes, uint32_t first_pattern) {
     if (!libraries().loaded) return libraries().why;
+    // NVML's init beside the GPUs' opening: health() reads right after.
+    start_health();
+    // Each GPU on its own thread (a context, its buffer written and read
+    // back): a node's GPUs cost the slowest one's time, not their sum.
     std::vector<Lane> lanes(devs.size());
+    std::vector<std::future<std::string>> opened;
     for (std::size_t l = 0; l < devs.size(); ++l) {
         lanes[l].dev = devs[l];
-        if (std::string e = open_lane(lanes[l], bytes, first_pattern + static_cast<uint32_t>(l)); !e.empty()) return e;
+        opened.push_back(std::async(std::launch::async, [&lanes, l, bytes, first_pattern] {
+            return open_lane(lanes[l], bytes, first_pattern + static_cast<uint32_t>(l));
+        }));
     }
+    std::string first;
+    for (auto& o : opened)
+        if (std::string e = o.get(); first.empty()) first = e;
+    if (!first.empty()) return first;
     std::lock_guard<std::mutex> g(prepared().mu);
     prepared().lanes = lanes;
     prepared().bytes = bytes;

@@ -1,5 +1,5 @@
 // A lane: one GPU of this process, opened for the check (context, stream,
-// timing events, the all-reduce's buffer and the vote's two floats). prepare()
+// timing events, the all-reduce's buffer and the vote's floats). prepare()
 // opens them in readiness; run_allreduce() takes them over. Internal to
 // helper/gpu/.
 #pragma once
@@ -19,6 +19,10 @@ struct Lane {
     CUstream stream = nullptr;
     CUdeviceptr buf = 0, vote = 0;
     CUevent t0 = nullptr, t1 = nullptr;
+    // Pinned host memory for copies to and from buf, kStageTiles tiles
+    // (null where the driver gave none: the copies then go from pageable
+    // memory, at about half the speed). Held until the process ends.
+    void* stage = nullptr;
     int64_t pattern = -1;  // the fill_pattern position its buffer holds, -1 none
 };
 
@@ -32,14 +36,21 @@ std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern);
 // `bytes`, else none.
 std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t bytes);
 
-// `bytes` of buf written with `tile` over and over (the pattern in tiles,
-// lib/check/preflight's kPatternTile).
-CUresult put_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile);
+// Floats of a lane's vote (allreduce.cc's Agreed).
+constexpr std::size_t kVoteFloats = 3;
 
-// `bytes` of buf read back a tile at a time and compared with `tile`: ""
-// when alike, else its first wrong element (lib/check/preflight's
-// first_difference) or the CUDA error.
-std::string get_tiles(const Cuda& cu, CUdeviceptr buf, std::size_t bytes, const std::vector<float>& tile);
+// Tiles of kPatternTile floats in a lane's pinned stage.
+constexpr std::size_t kStageTiles = 4;
+
+// `bytes` of the lane's buf written with `tile` over and over (the pattern
+// in tiles, lib/check/preflight's kPatternTile): the first stage's worth
+// from the host, the rest copied on the GPU from what is there.
+CUresult put_tiles(const Cuda& cu, const Lane& ln, std::size_t bytes, const std::vector<float>& tile);
+
+// `bytes` of the lane's buf read back, through its stage, and compared
+// with `tile` a tile at a time: "" when alike, else its first wrong
+// element (lib/check/preflight's first_difference) or the CUDA error.
+std::string get_tiles(const Cuda& cu, const Lane& ln, std::size_t bytes, const std::vector<float>& tile);
 
 // Seconds between the lane's two events.
 double lane_seconds(const Cuda& cu, const Lane& ln);

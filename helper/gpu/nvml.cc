@@ -7,6 +7,8 @@
 
 #include <dlfcn.h>
 
+#include <thread>
+
 #include "helper/gpu/libraries.h"
 #include "lib/util/symbols.h"
 
@@ -212,6 +214,11 @@ GpuReadings read_gpu(const Nvml& n, int dev) {
 }
 
 }  // namespace
+
+void start_health() {
+    // nvml()'s static: a later call waits for this one's init to end.
+    std::thread([] { nvml(); }).detach();
+}
 
 std::vector<GpuReadings> health(const std::vector<int>& devs) {
     std::vector<GpuReadings> out;

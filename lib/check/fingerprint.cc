@@ -1,5 +1,10 @@
 #include "lib/check/fingerprint.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -492,6 +497,67 @@ std::vector<FingerprintFinding> compare_fingerprints(const std::vector<Fingerpri
     }
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
     return out;
+}
+
+namespace {
+
+// Closes a descriptor at the end of a scope.
+struct FdCloser {
+    int fd;
+    ~FdCloser() {
+        if (fd >= 0) close(fd);
+    }
+};
+
+// The whole file from the start, or "" on any error.
+std::string read_fd(int fd) {
+    std::string out;
+    char buf[4096];
+    off_t at = 0;
+    for (ssize_t n; (n = pread(fd, buf, sizeof buf, at)) > 0; at += n) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+}
+
+// `text` for `host`: the same fingerprint with that host, or "" when it
+// does not decode.
+std::string with_host(const std::string& text, const std::string& host) {
+    auto got = decode_fingerprint(text);
+    if (!got) return "";
+    Fingerprint f = got.value();
+    f.host = host;
+    return encode_fingerprint(f);
+}
+
+}  // namespace
+
+std::string shared_node_read(const std::string& dir, const std::string& key, const std::string& host,
+                             const std::function<std::string()>& read) {
+    struct stat ds {};
+    const uid_t me = geteuid();
+    // Only a directory of this user's that nobody else may write to: no
+    // one else can leave a fingerprint of theirs (or a link) there.
+    if (dir.empty() || key.empty() || key.find('/') != std::string::npos || lstat(dir.c_str(), &ds) != 0 ||
+        !S_ISDIR(ds.st_mode) || ds.st_uid != me || (ds.st_mode & (S_IWGRP | S_IWOTH)))
+        return read();
+    FdCloser f{open((dir + "/" + key).c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)};
+    struct stat fs {};
+    if (f.fd < 0 || fstat(f.fd, &fs) != 0 || !S_ISREG(fs.st_mode) || fs.st_uid != me || flock(f.fd, LOCK_EX) != 0)
+        return read();
+    // Under the lock: what the first wrote, or this one reads and writes.
+    // A line counts only whole, with its newline: a write cut short (a
+    // full disk) leaves none, and the next one reads for itself.
+    std::string had = read_fd(f.fd);
+    if (!had.empty() && had.back() == '\n') {
+        had.pop_back();
+        if (std::string got = with_host(had, host); !got.empty()) return got;
+    }
+    const std::string mine = read();
+    const std::string line = mine + "\n";
+    if (ftruncate(f.fd, 0) == 0) {
+        const ssize_t n = pwrite(f.fd, line.data(), line.size(), 0);
+        (void)n;  // cut short, it has no newline: the next one reads for itself
+    }
+    return mine;  // the lock ends with the descriptor
 }
 
 }  // namespace mn

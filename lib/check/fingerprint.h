@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,6 +89,17 @@ struct FingerprintFinding {
 std::vector<FingerprintFinding> node_fingerprint_findings(const Fingerprint& f, uint32_t index = 0);
 // Every node's own findings, then each field against the majority.
 std::vector<FingerprintFinding> compare_fingerprints(const std::vector<Fingerprint>& nodes);
+
+// Nodes that share one host (--mn-emulate-nodes: 1,024 of them on one
+// machine) run the same software: one read serves them all. `dir` is a
+// directory of this user's alone (not writable by others); this host's
+// file there, `key` (host and step), is locked; the first to lock it reads
+// (`read`, an encoded fingerprint) and writes it there, the others wait
+// for the lock and take what it wrote, each with its own `host`. Where
+// the directory or file will not do (someone else's, writable by others,
+// a link), `read` runs here as without sharing.
+std::string shared_node_read(const std::string& dir, const std::string& key, const std::string& host,
+                             const std::function<std::string()>& read);
 
 // Every finding text starts with it (history and metrics file them under
 // the kind "fingerprint").

@@ -51,7 +51,7 @@ Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& 
 }
 
 std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port,
-                                        const SiteConfig& site) {
+                                        const SiteConfig& site, const std::string& container) {
     std::vector<std::string> argv{bin, "check", "--exec", "--port", std::to_string(port)};
     argv.insert(argv.end(), r.check_args.begin(), r.check_args.end());
     // The site's history and metrics directories, unless the user named others.
@@ -60,6 +60,7 @@ std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::st
     if (!site.metrics_dir.empty() && !given("--metrics-dir")) argv.insert(argv.end(), {"--metrics-dir", site.metrics_dir});
     if (!r.exclude_file.empty()) argv.insert(argv.end(), {"--exclude-file", r.exclude_file});
     if (r.job_comment) argv.push_back("--job-comment");
+    if (!container.empty()) argv.insert(argv.end(), {"--container", container});
     argv.push_back("--");
     return argv;
 }

@@ -45,11 +45,14 @@ constexpr const char* kPreflightEnv = "MN_NCCL_PREFLIGHT";
 Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& option, const EnvLookup& env);
 
 // The argv put in front of each task's command:
-//   BIN check --exec --port PORT [check args] [--exclude-file P] [--job-comment] --
+//   BIN check --exec --port PORT [check args] [--exclude-file P] [--job-comment]
+//       [--container WHAT] --
 // The site's history= and metrics_dir= (plugstack.conf) are added unless
-// the user named their own.
+// the user named their own. `container` says where the task runs when it
+// is not the node ("pyxis --container-image=IMG"), for the check's words
+// about its outputs there.
 std::vector<std::string> preflight_argv(const PreflightRequest& r, const std::string& bin, unsigned port,
-                                        const SiteConfig& site = SiteConfig{});
+                                        const SiteConfig& site = SiteConfig{}, const std::string& container = "");
 
 // The port the check listens on: never the program's MASTER_PORT, the same
 // on every node (derived from values every node has).

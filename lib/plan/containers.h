@@ -47,6 +47,12 @@ struct ContainerCommand {
 };
 std::optional<ContainerCommand> apptainer_command(const std::vector<std::string>& argv);
 
+// Whether an enroot mounts.d file (fstab(5) lines: SOURCE TARGET TYPE
+// OPTIONS; # comments) mounts something at `path` in every container:
+// with pyxis after mn_nccl the plugin cannot look into the container, but
+// it can see whether the site mounts mn-preflight there.
+bool enroot_mounts(const std::string& fstab, const std::string& path);
+
 // The prefix that passes a variable into an Apptainer or Singularity
 // container even under --cleanenv, over the image's own: APPTAINERENV_ or
 // SINGULARITYENV_.

@@ -11,12 +11,18 @@
 #   scripts/cluster/containers.sh image     /var/tmp/mn-containers/torch.sqsh: a minbase
 #                                   bookworm root with python3-torch, PYTORCH_VERSION
 #                                   in its /etc/environment (the image's ENV to enroot)
-#   scripts/cluster/containers.sh all       install, then image, under one lock
-#   scripts/cluster/containers.sh status [--wait SECONDS]
+#   scripts/cluster/containers.sh base      /var/tmp/mn-containers/base.sqsh: glibc, bash and
+#                                   a few tools copied from this root, nothing else (seconds):
+#                                   the image for the inline check (mn-preflight needs
+#                                   only glibc in a container)
+#   scripts/cluster/containers.sh all       install, image, then base, under one lock
+#   scripts/cluster/containers.sh inline    install, then base (the release roots: no torch image)
+#   scripts/cluster/containers.sh status [--wait SECONDS] [--image torch|base]
 #                                   one line, "ready: ...", "skipped: ...", "failed: ..."
-#                                   or "missing: ..."; exit 0 only when ready. --wait
-#                                   first waits that long for a running install or image
-#                                   (scripts/test.sh starts `all` in the background).
+#                                   or "missing: ..."; exit 0 only when ready with that
+#                                   image (default torch). --wait first waits that long
+#                                   for a running install or image (scripts/test.sh starts
+#                                   `all` in the background).
 #
 # Idempotent: a second run finds the builds and the image kept in the work
 # directory and only checks them. Where the vendor directory lacks the source
@@ -37,6 +43,7 @@ ENROOT_VER=4.1.2
 PYXIS_VER=0.24.0
 PYXIS_SO=/usr/local/lib/slurm/spank_pyxis.so
 IMAGE=$WORK/torch.sqsh
+BASE=$WORK/base.sqsh
 # The image's recipe: a change here makes the next `image` build it anew.
 IMAGE_RECIPE="bookworm minbase python3 python3-torch PYTORCH_VERSION marker v1"
 PKGS=(squashfs-tools squashfuse fuse-overlayfs parallel pigz makeself libbsd-dev jq zstd libcap2-bin
@@ -300,10 +307,49 @@ do_image() {
   say "image: $(($(date +%s) - t0)) s in all ($IMAGE, $(du -h "$IMAGE" | cut -f1))"
 }
 
+# The inline check's image: this root's glibc (Debian's libc6), bash and the tools the
+# tests' programs use, a marker, and the directories enroot fills. Built
+# anew each time (a second or two).
+BASE_TOOLS=(/bin/bash /bin/cat /bin/ls /usr/bin/env /bin/hostname)
+do_base() {
+  need_root
+  vendor_or_skip
+  rm -f "$WORK/failed"
+  command -v mksquashfs >/dev/null || failed "base: mksquashfs missing (run $0 install first)"
+  local t0 r=$WORK/base-root t lib
+  t0=$(date +%s)
+  rm -rf "$r"
+  mkdir -p "$r"/{etc,proc,sys,dev,run,tmp,root,usr/local/bin,var/tmp,usr/bin,usr/sbin,usr/lib,usr/lib64}
+  # Merged /usr, as Debian's own roots are.
+  for t in bin sbin lib lib64; do ln -s "usr/$t" "$r/$t"; done
+  chmod 1777 "$r/tmp" "$r/var/tmp"
+  for t in "${BASE_TOOLS[@]}"; do
+    t=$(readlink -f "$t")
+    install -D "$t" "$r$t"
+    for lib in $(ldd "$t" | grep -o '/[^ ]*'); do
+      [ -e "$r$lib" ] || install -D "$(readlink -f "$lib")" "$r$lib"
+    done
+  done
+  ln -sf bash "$r/usr/bin/sh"
+  # glibc whole (libm, libdl, librt... with libc), as any glibc image has it.
+  for lib in $(dpkg -L libc6 | grep '\.so[.0-9]*$'); do
+    [ -e "$r$lib" ] || install -D "$(readlink -f "$lib")" "$r$lib"
+  done
+  cp /etc/passwd /etc/group "$r/etc/"
+  echo "mn-nccl base image: $(ldd --version | head -1)" >"$r/etc/mn-nccl-image"
+  rm -f "$BASE.tmp"
+  nice -n 15 mksquashfs "$r" "$BASE.tmp" -all-root -noappend -noI -noD -noF -noX -no-progress >"$WORK/base.log" 2>&1 ||
+    { tail -10 "$WORK/base.log" >&2; failed "base: mksquashfs (log: $WORK/base.log)"; }
+  mv -f "$BASE.tmp" "$BASE"
+  rm -rf "$r"
+  say "base: $(($(date +%s) - t0)) s ($BASE, $(du -h "$BASE" | cut -f1))"
+}
+
 # One line on the rig; exit 0 only when it is ready.
 do_status() {
-  local wait=0
-  [ "${1:-}" = --wait ] && wait=${2:-0}
+  local wait=0 image=$IMAGE
+  [ "${1:-}" = --wait ] && { wait=${2:-0}; shift 2; }
+  [ "${1:-}" = --image ] && [ "${2:-}" = base ] && image=$BASE
   if [ "$wait" -gt 0 ] && [ -e "$WORK/.lock" ]; then
     exec 7<"$WORK/.lock"
     flock -s -w "$wait" 7 || { echo "failed: install or image still running after ${wait} s (log: scripts/cluster/containers.sh's output)"; return 1; }
@@ -321,15 +367,17 @@ do_status() {
     echo "missing: pyxis was built for another Slurm ($(cat "$WORK/installed")); $how"
     return 1
   fi
-  if [ ! -f "$IMAGE" ]; then echo "missing: no image $IMAGE; $how"; return 1; fi
+  if [ ! -f "$image" ]; then echo "missing: no image $image; $how"; return 1; fi
   [ "$(id -u)" -ne 0 ] || runtime_dirs
-  echo "ready: enroot $ENROOT_VER, pyxis $PYXIS_SO, image $IMAGE"
+  echo "ready: enroot $ENROOT_VER, pyxis $PYXIS_SO, image $image"
 }
 
 case "${1:-}" in
   install) take_lock; trap 'on_error $LINENO $?' ERR; do_install ;;
   image) take_lock; trap 'on_error $LINENO $?' ERR; do_image ;;
-  all) take_lock; trap 'on_error $LINENO $?' ERR; t_all=$(date +%s); do_install; do_image; say "all: $(($(date +%s) - t_all)) s" ;;
+  base) take_lock; trap 'on_error $LINENO $?' ERR; do_base ;;
+  all) take_lock; trap 'on_error $LINENO $?' ERR; t_all=$(date +%s); do_install; do_image; do_base; say "all: $(($(date +%s) - t_all)) s" ;;
+  inline) take_lock; trap 'on_error $LINENO $?' ERR; t_all=$(date +%s); do_install; do_base; say "inline: $(($(date +%s) - t_all)) s" ;;
   status) shift; do_status "$@" ;;
-  *) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -128,6 +128,22 @@ copy_tree() {
   fi
 }
 
+# pyxis' and enroot's sources (scripts/cluster/containers.sh), where
+# ../shared/vendor has them, at the same place beside the root's tree:
+# the releases with spank_prepend_task_argv test srun --mn-preflight in a
+# pyxis container (tests/integration/test_containers.sh, its base image).
+VENDOR=${MN_VENDOR:-$top/../shared/vendor}
+copy_vendor() {
+  local dest=$1/root/shared/vendor a
+  mkdir -p "$dest"
+  for a in "$VENDOR"/pyxis-*.tar.gz "$VENDOR"/enroot-*.tar.gz; do
+    [ ! -f "$a" ] || cp -f "$a" "$dest/"
+  done
+}
+# What the root's test.sh builds of the container rig (MN_CONTAINERS):
+# the base image alone, where Slurm can put the check in the container.
+containers_for() { case "$1" in trixie | sid) echo inline ;; *) echo none ;; esac; }
+
 # Holds SUITE's root for this process until it exits or lock_root is
 # called again (fd 8).
 lock_root() {
@@ -151,8 +167,11 @@ run_suite() {
   mount_root "$d"
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
-  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    MN_CLUSTER_LOCK=/tmp/mn-cluster.lock bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
+  copy_vendor "$d"
+  # Debian's PATH for root: slurmd and pyxis find enroot in /usr/local/bin.
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+    MN_CLUSTER_LOCK=/tmp/mn-cluster.lock MN_CONTAINERS="$(containers_for "$suite")" \
+    bash /root/mn-nccl/scripts/test.sh --here 2>&1 |
     sed -u "s/^/[$suite] /" | if [ "$tee" = --tee ]; then tee "$log"; else cat >"$log"; fi
   rc=${PIPESTATUS[0]}
   local slurm torch counts
@@ -176,7 +195,8 @@ if [ "${1:-}" = --run ]; then
   trap 'umount_root "$d"' EXIT
   repair_root "$d"
   copy_tree "$d/root/mn-nccl"
-  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
+  copy_vendor "$d"
+  in_root "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 bash -c \
     'cd /root/mn-nccl && bash scripts/install-deps.sh --here >/dev/null && bash scripts/build.sh >/dev/null && "$@"' run "$@"
   exit
 fi

@@ -25,7 +25,10 @@
 # The column "of best" is each size's nccl-tests busbw over the best of the
 # sizes run: where busbw reaches its plateau (mn-preflight's default size).
 # MN_PREFLIGHT: another mn-preflight; MN_NCCL_TESTS_SRC: another source
-# copy. Leaves NCCL_NVLS_ENABLE as the machine sets it.
+# copy. MN_PREFLIGHT_BASE: an earlier mn-preflight, run in the same rounds
+# right after the first (before/after side by side: its busbw, its ratio
+# and its whole check's time in columns of their own).
+# Leaves NCCL_NVLS_ENABLE as the machine sets it.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 TOP=$(pwd)
@@ -95,10 +98,11 @@ if [ "$ngpu" -lt 2 ]; then
   exit 0
 fi
 
-# preflight SIZE: mn-preflight with every GPU a rank, one task per GPU on
-# this one node, as srun --mn-nccl=auto would start it; "PREFLIGHT busbw=".
+# preflight SIZE [BINARY TAG]: mn-preflight with every GPU a rank, one
+# task per GPU on this one node, as srun --mn-nccl=auto would start it;
+# "PREFLIGHT busbw=" (TAG BASE: "BASE busbw=").
 preflight() {
-  local port=$((20000 + RANDOM % 9000)) secret host r pids=() t0
+  local port=$((20000 + RANDOM % 9000)) secret host r pids=() t0 pf=${2:-$PF} tag=${3:-PREFLIGHT}
   secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
   t0=$(date +%s.%N)
   host=$(hostname)
@@ -106,12 +110,12 @@ preflight() {
     env SLURM_PROCID=$r SLURM_NTASKS=$ngpu SLURM_NODEID=0 SLURM_LOCALID=$r SLURMD_NODENAME="$host" \
       SLURM_STEP_NODELIST="$host" LOCAL_RANK=$r LOCAL_WORLD_SIZE=$ngpu MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
       MN_NCCL_STEP_SECRET="$secret" NCCL_SOCKET_IFNAME=lo \
-      "$PF" --size "$1" --iters $ITERS --no-pairs --json >"$R/preflight-$1.$r.txt" 2>"$R/preflight-$1.$r.err" &
+      timeout 120 "$pf" --size "$1" --iters $ITERS --no-pairs --json >"$R/$tag-$1.$r.txt" 2>"$R/$tag-$1.$r.err" &
     pids+=($!)
   done
   wait "${pids[@]}"
-  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["allreduce"]; print("PREFLIGHT busbw=%.2f correct=%d wall=%.2f" % (a["busbw_gbps"], a["correct"], float(sys.argv[2])))' \
-    "$R/preflight-$1.0.txt" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" 2>/dev/null || { echo "PREFLIGHT failed:"; tail -5 "$R/preflight-$1.0.err"; }
+  python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["allreduce"]; print("%s busbw=%.2f correct=%d wall=%.2f" % (sys.argv[3], a["busbw_gbps"], a["correct"], float(sys.argv[2])))' \
+    "$R/$tag-$1.0.txt" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" "$tag" 2>/dev/null || { echo "$tag failed:"; tail -5 "$R/$tag-$1.0.err"; }
 }
 
 # torch SIZE: torch.distributed's all_reduce on every GPU; "TORCH ... busbw=".
@@ -128,6 +132,7 @@ for size in $SIZES; do
     echo "-- $size round $round"
     nccltests "$size"
     preflight "$size"
+    [ -z "${MN_PREFLIGHT_BASE:-}" ] || preflight "$size" "$MN_PREFLIGHT_BASE" BASE
     [ "${MN_BENCH_TORCH:-1}" = 0 ] || torch_ar "$size"
   done
 done | tee "$R/bench.txt"
@@ -141,18 +146,26 @@ def med(block, pat):
 fmt = lambda v: f"{v:.1f}" if v is not None else "-"
 print(f"busbw in GB/s: medians of {rounds} interleaved rounds, {ngpu} GPUs as ranks on one node, "
       f"{warmup} warm-up + {iters} timed rounds each")
-print(f"{'size':>6} {'nccl-tests':>10} {'(out-of-place)':>14} {'of best':>7} {'mn-preflight':>12} {'ratio':>6} {'torch':>8} {'check s':>7}")
+base = "BASE busbw=" in text
+print(f"{'size':>6} {'nccl-tests':>10} {'(out-of-place)':>14} {'of best':>7} {'mn-preflight':>12} {'ratio':>6} {'torch':>8} {'check s':>7}"
+      + (f" {'before':>8} {'ratio':>6} {'check s':>7}" if base else ""))
 rows = []
 for size in dict.fromkeys(re.findall(r"^-- (\S+) round", text, re.M)):
     block = "".join(re.findall(rf"^-- {re.escape(size)} round \d+\n(.*?)(?=^-- |\Z)", text, re.S | re.M))
     q, o = med(block, r"NCCLTESTS busbw=([\d.]+)"), med(block, r"NCCLTESTS busbw=[\d.]+ oop=([\d.]+)")
     p, t = med(block, r"PREFLIGHT busbw=([\d.]+)"), med(block, r"TORCH .*busbw=([\d.]+)")
     w = med(block, r"PREFLIGHT .*wall=([\d.]+)")
-    rows.append((size, q, o, p, t, w))
+    b, bw = med(block, r"BASE busbw=([\d.]+)"), med(block, r"BASE .*wall=([\d.]+)")
+    rows.append((size, q, o, p, t, w, b, bw))
 best = max([r[1] for r in rows if r[1]] or [0])
-for size, q, o, p, t, w in rows:
+secs = lambda v: "-" if v is None else f"{v:.2f}"
+for size, q, o, p, t, w, b, bw in rows:
     ratio = f"{p / q:.3f}" if p and q else "-"
     of_best = f"{q / best:.3f}" if q and best else "-"
-    print(f"{size:>6} {fmt(q):>10} {fmt(o):>14} {of_best:>7} {fmt(p):>12} {ratio:>6} {fmt(t):>8} {w if w is None else f'{w:.2f}':>7}")
-print("ratio: mn-preflight / nccl-tests (in-place); of best: nccl-tests over its best size here; check s: mn-preflight's whole run, launch to exit (--no-pairs); the raw lines are in bench.txt")
+    line = f"{size:>6} {fmt(q):>10} {fmt(o):>14} {of_best:>7} {fmt(p):>12} {ratio:>6} {fmt(t):>8} {secs(w):>7}"
+    if base:
+        line += f" {fmt(b):>8} {(f'{b / q:.3f}' if b and q else '-'):>6} {secs(bw):>7}"
+    print(line)
+print("ratio: mn-preflight / nccl-tests (in-place); of best: nccl-tests over its best size here; check s: mn-preflight's whole run, launch to exit (--no-pairs); the raw lines are in bench.txt"
+      + ("; before: MN_PREFLIGHT_BASE, same rounds" if base else ""))
 PY

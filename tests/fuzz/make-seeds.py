@@ -23,6 +23,17 @@ for i, s in enumerate(["node[01-04,07],login1", "gpu-a[1,3-5]-ib", "node1", "n[0
 for i, s in enumerate(["2(x3),1", "4", "1(x2)", "8(x16),4,2(x2)", "1", "1,2,3", "0(x2)", "4(x128)"]):
     put("tasks_per_node", str(i), s)
 
+# First byte: 0 a --container-env list, 1 a command line ('\n' between
+# words), 2 enroot mounts.d text then the path asked for (last line).
+for i, s in enumerate(["0MASTER_ADDR,MASTER_PORT", "0HF_TOKEN", "0 RANK , ,WORLD_SIZE,", "0",
+                       "1apptainer\nexec\n--nv\n-B\n/data:/data\nimg.sif\ntorchrun\ntrain.py",
+                       "1singularity\n--debug\nrun\n--cleanenv\n--env=A=1\nimg.sif",
+                       "1/usr/bin/apptainer\nexec\n--\nimg.sif\npython", "1apptainer\nshell\nimg.sif",
+                       "2/usr/local/bin/mn-preflight /usr/local/bin/mn-preflight none x-create=file,bind,ro,nosuid,nodev,private\n/usr/local/bin/mn-preflight",
+                       "2# comment /x /usr/bin/mn-preflight\n\t/a\t/usr/bin/mn-preflight none bind\n/usr/bin/mn-preflight",
+                       "2${ENROOT_ROOTFS}/x /y\n/y"]):
+    put("containers", str(i), s)
+
 # First byte of a line: 0 mode, 1 launch, 2 emulate-nodes, 3 MASTER_PORT,
 # 4 port_range, 5 GPU list; every line is also a plugstack.conf argument.
 opts = [

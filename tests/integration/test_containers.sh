@@ -8,12 +8,18 @@
 # the container must get the plugin's values, not the image's or enroot's
 # hook's (MASTER_ADDR=node0, the first node's name, which resolves to
 # 127.0.1.1 on node0; MASTER_PORT=61000+job%4536, the same for every step).
+# The check in a container (g-i): mn-preflight in an image of glibc and
+# bash alone (containers.sh base), as a step of its own on every release,
+# and from Slurm 23.11 through srun --mn-preflight (pyxis before and after
+# mn_nccl; the release roots build only this image, not the torch one).
 # Without the rig (no vendor archives, not built) the file says why and how
 # to get it, and counts nothing: a skip is not a pass.
 source "$(dirname "$0")/lib.sh"
 
 RIG=$TOP/scripts/cluster/containers.sh
 IMAGE=${MN_CONTAINERS_DIR:-/var/tmp/mn-containers}/torch.sqsh
+BASE=${MN_CONTAINERS_DIR:-/var/tmp/mn-containers}/base.sqsh
+PF=$TOP/helper/mn-preflight
 PYXIS_LINE="required /usr/local/lib/slurm/spank_pyxis.so use_squashfuse=1"
 MARKER=/etc/mn-nccl-image   # only the image has it
 # (read with its errors dropped: in the sanitizer run srun hands the tasks
@@ -22,29 +28,41 @@ MARKER=/etc/mn-nccl-image   # only the image has it
 
 # scripts/test.sh may still be building the rig beside the other tests.
 rig=$(bash "$RIG" status --wait "${MN_CONTAINERS_WAIT:-1800}")
-case "$rig" in
-  ready*) ;;
+base_rig=$(bash "$RIG" status --image base)
+case "$rig $base_rig" in
   failed*)
-    fail "the container rig (enroot, pyxis, the torch image) builds: scripts/cluster/containers.sh" "$rig"
+    fail "the container rig (enroot, pyxis, the images) builds: scripts/cluster/containers.sh" "$rig"
     summary
     exit 1
     ;;
-  *)
-    echo "# skipped: containers: $rig"
-    summary
-    exit 0
-    ;;
 esac
+torch=0 base=0
+case "$rig" in ready*) torch=1 ;; *) echo "# skipped: containers a-e (the torch image): $rig" ;; esac
+case "$base_rig" in ready*) base=1 ;; *) echo "# skipped: containers g-i (the base image): $base_rig" ;; esac
+[ $torch = 1 ] || [ $base = 1 ] || { summary; exit 0; }
+
+ver=$(srun --version | awk '{print $2}')
+major=${ver%%.*}
+minor=${ver#*.}
+minor=$((10#${minor%%.*}))
+inline=0
+if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; fi
+
+# mn-preflight in every container, as the package's enroot mounts.d entry
+# does for its installed path: here the build's.
+MOUNTS=/etc/enroot/mounts.d/60-mn-nccl-test.fstab
+mount_preflight() { echo "$PF $PF none x-create=file,bind,ro,nosuid,nodev,private" >"$MOUNTS"; }
 # Whatever happens below, the other tests get the plain plugstack back.
-trap 'plugstack required' EXIT
+trap 'plugstack required; rm -f "$MOUNTS"' EXIT
 
 # pyxis_order after|before: plugstack.conf with pyxis' line after or before
 # mn_nccl's (SPANK calls each callback in file order).
 pyxis_order() {
+  # preflight=: --mn-preflight's check is this build's (i).
   if [ "$1" = after ]; then
-    MN_PLUGSTACK_AFTER=$PYXIS_LINE plugstack required
+    MN_PLUGSTACK_AFTER=$PYXIS_LINE plugstack required "preflight=$PF"
   else
-    MN_PLUGSTACK_BEFORE=$PYXIS_LINE plugstack required
+    MN_PLUGSTACK_BEFORE=$PYXIS_LINE plugstack required "preflight=$PF"
   fi
   local want=2
   [ "$1" = after ] || want=1
@@ -107,8 +125,8 @@ env_in_container() {
   pass "$name"
 }
 
-t_a_env_pyxis_after() { env_in_container after; }
-t_b_env_pyxis_before() { env_in_container before; }
+t_a_env_pyxis_after() { [ $torch = 1 ] || return 0; env_in_container after; }
+t_b_env_pyxis_before() { [ $torch = 1 ] || return 0; env_in_container before; }
 
 # c: a real gloo all-reduce in the container (env:// rendezvous from the
 # plugin's values only), in both orders. The program goes in as python3 -c:
@@ -127,11 +145,12 @@ allreduce_in_container() {
   pass "$name"
 }
 
-t_c_allreduce_pyxis_after() { allreduce_in_container after; }
-t_c_allreduce_pyxis_before() { allreduce_in_container before; }
+t_c_allreduce_pyxis_after() { [ $torch = 1 ] || return 0; allreduce_in_container after; }
+t_c_allreduce_pyxis_before() { [ $torch = 1 ] || return 0; allreduce_in_container before; }
 
 # d: two container steps of one job at the same time.
 t_d_concurrent_container_steps() {
+  [ $torch = 1 ] || return 0
   local name="two container steps of one job at once (pyxis after mn_nccl): each its own plugin port (enroot's hook would give both 61000+job%4536), both at node0's 10.x"
   pyxis_order after || { fail "$name" "plugstack.conf not written"; return; }
   run salloc -N2 -n4 bash -c "
@@ -159,6 +178,7 @@ t_d_concurrent_container_steps() {
 # nothing can keep the plugin's values from the image and enroot's hook:
 # the plugin says so. Listed before, the plugin runs last and wins.
 t_e_user_container_env_pyxis_after() {
+  [ $torch = 1 ] || return 0
   local name="pyxis after mn_nccl, the user's --container-env=HF_TOKEN: the plugin warns on stderr (names MASTER_ADDR, MASTER_PORT and the fix), and the program gets enroot's pytorch hook's MASTER_ADDR=node0 and MASTER_PORT=61000+job%4536, the plugin's NCCL_SOCKET_IFNAME"
   pyxis_order after || { fail "$name" "plugstack.conf not written"; return; }
   HF_TOKEN=hf_dummy run srun -N3 --ntasks-per-node=2 --container-image="$IMAGE" --container-env=HF_TOKEN --mn-nccl=auto \
@@ -178,6 +198,7 @@ t_e_user_container_env_pyxis_after() {
 }
 
 t_e_user_container_env_pyxis_before() {
+  [ $torch = 1 ] || return 0
   local name="pyxis before mn_nccl, the user's --container-env=HF_TOKEN: no warning, the plugin (running after pyxis' import) replaces the hook's values: MASTER_ADDR node0's 10.x, its own port"
   pyxis_order before || { fail "$name" "plugstack.conf not written"; return; }
   HF_TOKEN=hf_dummy run srun -N3 --ntasks-per-node=2 --container-image="$IMAGE" --container-env=HF_TOKEN --mn-nccl=auto \
@@ -191,6 +212,85 @@ t_e_user_container_env_pyxis_before() {
   ! has 'warning: pyxis runs after mn_nccl' && [[ "$addr" =~ ^10\.[0-9.]+$ ]] && in_port_range "$port" &&
     [ "$(distinct RANK | sort -n | paste -sd,)" = "0,1,2,3,4,5" ] && [ "$(distinct HF_TOKEN)" = hf_dummy ] ||
     { fail "$name" "MASTER_ADDR=$addr MASTER_PORT=$port"; return; }
+  pass "$name"
+}
+
+# g: the check as a step of its own in an image of glibc and bash alone
+# (any release): PASS on 3 nodes, and it ran there (the image's marker,
+# read by the same task right after).
+t_g_check_in_base_image() {
+  [ $base = 1 ] || return 0
+  local name="mn-preflight as a step in an image with glibc alone (mounted in as enroot's mounts.d does), 3 nodes x 2 tasks: PASS, every task in the container"
+  pyxis_order after || { fail "$name" "plugstack.conf not written"; return; }
+  mount_preflight
+  run srun -N3 --ntasks-per-node=2 --container-image="$BASE" --mn-nccl=auto \
+    bash -c "$PF --no-pairs --timeout 30; echo \"IMAGE \$? \$(cat $MARKER 2>/dev/null || echo no marker)\""
+  [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(count '^IMAGE 0 mn-nccl base image: ')" = 6 ] ||
+    { fail "$name" "rc=$RC PASS $(count '^PASS'), $(count '^IMAGE 0 mn-nccl base image') of 6 in the image"; return; }
+  pass "$name"
+}
+
+# h: check --exec --container in the container (what --mn-preflight runs
+# there): a host directory the image lacks stops it before the check, and
+# the words name the container: the paths were looked at inside it.
+t_h_exec_outputs_in_container() {
+  [ $base = 1 ] || return 0
+  local name="check --exec in the container, exclude file in a host directory the image lacks: exit 2 before the check, naming the container and --container-mounts"
+  pyxis_order after || { fail "$name" "plugstack.conf not written"; return; }
+  mount_preflight
+  [ -d "$OUT" ] || { fail "$name" "no $OUT on the host"; return; }
+  run srun -N2 --ntasks-per-node=1 --container-image="$BASE" --mn-nccl=auto "$PF" check --exec --port 29876 \
+    --container "pyxis --container-image=$BASE" --exclude-file "$OUT/exclude" -- bash -c 'echo PROGRAM STARTED'
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' && ! has '^(PASS|FAIL)' &&
+    has "exclude file $OUT/exclude: the task runs in a container \(pyxis --container-image=$BASE\).*--container-mounts=$OUT" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+# i (Slurm 23.11 onwards): srun --mn-preflight --container-image, nothing
+# else: the check runs in the container, then the program, in both orders;
+# its outputs are the container's; without mn-preflight in the container
+# (pyxis first) every task is refused, naming the container.
+inline_in_container() {
+  local order=$1
+  local name="pyxis $order mn_nccl, srun --mn-preflight=no-pairs --container-image=BASE --mn-nccl=auto: the check PASSes in the container, then the program there on 3 of 3 nodes"
+  pyxis_order "$order" || { fail "$name" "plugstack.conf not written"; return; }
+  mount_preflight
+  run srun -N3 --ntasks-per-node=1 --container-image="$BASE" --mn-nccl=auto --mn-preflight=no-pairs \
+    bash -c "echo \"PROGRAM \$(cat $MARKER 2>/dev/null || echo no marker)\""
+  [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(count '^PROGRAM mn-nccl base image: ')" = 3 ] ||
+    { fail "$name" "rc=$RC PASS $(count '^PASS') PROGRAM in the image $(count '^PROGRAM mn-nccl base image: ')"; return; }
+  pass "$name"
+  name="pyxis $order mn_nccl, --mn-preflight=exclude-file=F, F's directory only on the host: refused before the check, naming the container"
+  run srun -N2 --ntasks-per-node=1 --container-image="$BASE" --mn-nccl=auto "--mn-preflight=no-pairs,exclude-file=$OUT/exclude" \
+    bash -c 'echo PROGRAM STARTED'
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' && has "the task runs in a container \(pyxis --container-image=$BASE\)" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+t_i_inline_pyxis_after() { [ $base = 1 ] && [ $inline = 1 ] || return 0; inline_in_container after; }
+t_i_inline_pyxis_before() { [ $base = 1 ] && [ $inline = 1 ] || return 0; inline_in_container before; }
+
+t_i_inline_not_in_container() {
+  [ $base = 1 ] && [ $inline = 1 ] || return 0
+  local name="pyxis before mn_nccl, --mn-preflight, mn-preflight not mounted into the container: every task refused before the program, naming pyxis and the mounts.d fix"
+  pyxis_order before || { fail "$name" "plugstack.conf not written"; return; }
+  rm -f "$MOUNTS"
+  run srun -N2 --ntasks-per-node=1 --container-image="$BASE" --mn-nccl=auto --mn-preflight=no-pairs bash -c 'echo PROGRAM STARTED'
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' && has "is not in the container \(pyxis\).*50-mn-preflight.fstab" ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_i_inline_not_mounted_pyxis_after() {
+  [ $base = 1 ] && [ $inline = 1 ] || return 0
+  local name="pyxis after mn_nccl, --mn-preflight, no mounts.d line for mn-preflight: the plugin warns (it cannot see into the image), naming the mounts.d file and --container-mounts; the image lacks it, so no task starts the program"
+  pyxis_order after || { fail "$name" "plugstack.conf not written"; return; }
+  rm -f "$MOUNTS"
+  run srun -N2 --ntasks-per-node=1 --container-image="$BASE" --mn-nccl=auto --mn-preflight=no-pairs bash -c 'echo PROGRAM STARTED'
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' &&
+    [ "$(count "warning: --mn-preflight: pyxis runs after mn_nccl here and enroot's mounts.d does not mount $PF.*50-mn-preflight.fstab.*--container-mounts=$PF")" = 2 ] ||
+    { fail "$name" "rc=$RC"; return; }
   pass "$name"
 }
 

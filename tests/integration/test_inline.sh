@@ -93,6 +93,34 @@ t_exec_usage() {
   pass "$name"
 }
 
+# The plugin adds --container when pyxis runs the task (the check then runs
+# in the image): what the batch script relies on must have somewhere to go
+# there, or the step stops before the check; the site's history directory
+# missing there is left out with a note, and the step goes on.
+t_exec_container_outputs() {
+  local img='pyxis --container-image=img.sqsh'
+  local name="check --exec --container, exclude file in a directory the container lacks: exit 2 before the check, one line naming the container and the mount"
+  run srun -N2 --ntasks-per-node=1 --mn-nccl=auto "$PF" check --exec --port 29876 --container "$img" \
+    --exclude-file /nonexistent-mn/exclude -- bash -c 'echo PROGRAM STARTED'
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' && ! has '^(PASS|FAIL)' &&
+    [ "$(count 'exclude file /nonexistent-mn/exclude: the task runs in a container \(pyxis --container-image=img.sqsh\).*fix: mount it \(srun --container-mounts=/nonexistent-mn')" = 1 ] ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+  name="check --exec --container --job-comment, no scontrol in the task's PATH: exit 2 before the check, naming exclude-file as the way"
+  run srun -N2 --ntasks-per-node=1 --mn-nccl=auto /usr/bin/env PATH=/nonexistent-mn "$PF" check --exec --port 29876 \
+    --container "$img" --job-comment -- /bin/echo PROGRAM STARTED
+  [ $RC -ne 0 ] && ! has 'PROGRAM STARTED' && has 'job comment: the task runs in a container .*which has no scontrol.*use exclude-file=PATH' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+  name="check --exec --container, the site's history directory not in the container: a note once, PASS, the program starts, nothing written"
+  run srun -N2 --ntasks-per-node=1 --mn-nccl=auto "$PF" check --exec --port 29876 --timeout 20 --no-pairs \
+    --container "$img" --history /nonexistent-mn/history -- bash -c 'echo PROGRAM STARTED'
+  [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(count '^PROGRAM STARTED')" = 2 ] &&
+    [ "$(count 'note: the task runs in a container .*history directory /nonexistent-mn/history is not.*enroot.s mounts.d')" = 1 ] &&
+    [ ! -e /nonexistent-mn ] || { fail "$name" "rc=$RC PASS $(count '^PASS')"; return; }
+  pass "$name"
+}
+
 # --- every release, `required` and `optional` plugstack lines alike -----------
 # Slurm ignores a failing hook of an `optional` plugin (the line the package
 # installs): a step that asked for the check must still either run it or

@@ -3,6 +3,10 @@
 #include "lib/check/fingerprint.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <cstdlib>
 
@@ -342,6 +346,79 @@ static void fake_nccl_tells_its_version(void**) {
     dlclose(lib);
 }
 
+// A directory of this test's own, made fresh.
+static std::string fresh_dir(mode_t mode) {
+    char tmpl[] = "/tmp/mn-test-shared.XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    assert_non_null(d);
+    assert_int_equal(chmod(d, mode), 0);
+    return d;
+}
+
+static void emulated_nodes_share_one_read(void**) {
+    const std::string dir = fresh_dir(0700);
+    Fingerprint f;
+    f.host = "reader";
+    f.nccl = "2.28.9";
+    f.gpus = 2;
+    int reads = 0;
+    auto read = [&] {
+        ++reads;
+        return encode_fingerprint(f);
+    };
+    const std::string a = shared_node_read(dir, "machine.7.0", "emu0", read);
+    const std::string b = shared_node_read(dir, "machine.7.0", "emu1", read);
+    assert_int_equal(reads, 1);  // the second node took the first one's read
+    auto fa = decode_fingerprint(a), fb = decode_fingerprint(b);
+    assert_true(fa && fb);
+    assert_str(fa->host, "reader");  // the reader's own line, as read
+    assert_str(fb->host, "emu1");    // each node its own name
+    assert_str(fb->nccl, "2.28.9");
+    assert_int_equal(fb->gpus, 2);
+    // Another step (another key) reads again.
+    shared_node_read(dir, "machine.7.1", "emu0", read);
+    assert_int_equal(reads, 2);
+    // A line cut short (no newline) is no fingerprint: read again, rewritten.
+    FILE* cut = std::fopen((dir + "/machine.7.2").c_str(), "w");
+    assert_non_null(cut);
+    std::fputs("host=x nccl=2.2", cut);
+    std::fclose(cut);
+    const std::string c = shared_node_read(dir, "machine.7.2", "emu3", read);
+    assert_int_equal(reads, 3);
+    assert_str(decode_fingerprint(c)->nccl, "2.28.9");
+    assert_str(decode_fingerprint(shared_node_read(dir, "machine.7.2", "emu4", read))->host, "emu4");
+    assert_int_equal(reads, 3);
+    for (const char* k : {"machine.7.0", "machine.7.1", "machine.7.2"}) unlink((dir + "/" + k).c_str());
+    rmdir(dir.c_str());
+}
+
+static void shared_read_refuses_others_places(void**) {
+    int reads = 0;
+    auto read = [&] {
+        ++reads;
+        return std::string("host=h nccl=2.28.9");
+    };
+    // Writable by others: every node reads for itself, nothing written.
+    const std::string open_dir = fresh_dir(0777);
+    shared_node_read(open_dir, "k", "a", read);
+    shared_node_read(open_dir, "k", "b", read);
+    assert_int_equal(reads, 2);
+    assert_int_not_equal(access((open_dir + "/k").c_str(), F_OK), 0);
+    rmdir(open_dir.c_str());
+    // A link where the file goes is never followed.
+    const std::string dir = fresh_dir(0700);
+    assert_int_equal(symlink("/etc/passwd", (dir + "/k").c_str()), 0);
+    shared_node_read(dir, "k", "a", read);
+    assert_int_equal(reads, 3);
+    // No directory, or a key that is a path: read here.
+    shared_node_read(dir + "/none", "k", "a", read);
+    shared_node_read(dir, "../k", "a", read);
+    shared_node_read("", "k", "a", read);
+    assert_int_equal(reads, 6);
+    unlink((dir + "/k").c_str());
+    rmdir(dir.c_str());
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nccl_version_codes_old_and_new),
@@ -362,6 +439,8 @@ int main() {
         cmocka_unit_test(torch_nccl_warns_on_the_node_and_fails_across),
         cmocka_unit_test(unknown_values_are_never_compared),
         cmocka_unit_test(fake_nccl_tells_its_version),
+        cmocka_unit_test(emulated_nodes_share_one_read),
+        cmocka_unit_test(shared_read_refuses_others_places),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

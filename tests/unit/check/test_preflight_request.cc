@@ -100,6 +100,11 @@ static void options_become_the_checks_own(void**) {
                "mp check --exec --port 1 --history /shared/mn-history --metrics-dir /var/lib/prometheus/node-exporter --");
     assert_str(joined(preflight_argv(parsed("history=/mine"), "mp", 1, site)),
                "mp check --exec --port 1 --history /mine --metrics-dir /var/lib/prometheus/node-exporter --");
+    // In a container (pyxis): the check is told where it runs, last, so
+    // that its words about the outputs above can name it.
+    assert_str(joined(preflight_argv(r, "mp", 1, SiteConfig{}, "pyxis --container-image=img.sqsh")),
+               "mp check --exec --port 1 --timeout 30 --min-busbw 2.5 --size 4M --iters 3 --no-pairs --cpu --mode socket "
+               "--json --exclude-file /shared/bad --job-comment --container pyxis --container-image=img.sqsh --");
 }
 
 static void bad_values_name_the_option_and_the_fix(void**) {

@@ -173,6 +173,25 @@ static void apptainer_gets_prefixed_copies(void**) {
     for (const auto& [name, value] : e) assert_int_equal(name.rfind("APPTAINERENV_", 0), std::string::npos);
 }
 
+// enroot's mounts.d lines (fstab(5)): the target is the second field;
+// comments, blank and one-field lines mount nothing.
+static void enroot_mounts_reads_targets(void**) {
+    const std::string shipped =
+        "# mn-nccl: mn-preflight in every container\n"
+        "/usr/local/bin/mn-preflight /usr/local/bin/mn-preflight none x-create=file,bind,ro,nosuid,nodev,private\n";
+    assert_true(enroot_mounts(shipped, "/usr/local/bin/mn-preflight"));
+    assert_false(enroot_mounts(shipped, "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts(shipped, "/usr/local/bin/mn"));
+    // Another source mounted onto the path counts; the source alone does not.
+    assert_true(enroot_mounts("/opt/mp\t/usr/bin/mn-preflight none bind\n", "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts("/usr/bin/mn-preflight /opt/mp none bind\n", "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts("#/usr/bin/mn-preflight /usr/bin/mn-preflight none bind\n", "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts("  # /x /usr/bin/mn-preflight\n\n/usr/bin/mn-preflight\n", "/usr/bin/mn-preflight"));
+    assert_true(enroot_mounts("\n  /a /b none bind\n/c /usr/bin/mn-preflight", "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts("", "/usr/bin/mn-preflight"));
+    assert_false(enroot_mounts("/a /b none bind\n", ""));
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_variable_the_plugin_sets_is_listed),
@@ -182,6 +201,7 @@ int main() {
         cmocka_unit_test(apptainer_command_lines),
         cmocka_unit_test(launcher_inside_apptainer),
         cmocka_unit_test(apptainer_gets_prefixed_copies),
+        cmocka_unit_test(enroot_mounts_reads_targets),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
