@@ -176,9 +176,7 @@ void start_setup(Step& st) {
     // say the same thing cost 3.9 s of rendezvous at 32 x 8 on one
     // machine. After NCCL's variables are set: NCCL reads them at its
     // first call.
-    // The test hook MN_PREFLIGHT_NO_FINGERPRINT=1 (one host playing 1,024
-    // nodes: 1,024 reads through one GPU driver, doc/scale.md) reads none.
-    if (st.self.local_rank == 0 && !fingerprint_skipped())
+    if (st.self.local_rank == 0)
         st.fingerprint = on_thread<std::string>([host = st.self.label] { return node_fingerprint(host); }).share();
     if (st.ga.ok && st.self.task_mode) {
         // The GPU the program opens (set_device(LOCAL_RANK)); a rank whose

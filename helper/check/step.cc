@@ -121,13 +121,6 @@ bool stalls_pairs(uint32_t rank, bool retest) {
     return hook_names_rank("MN_PREFLIGHT_STALL_RETESTS", rank) ||
            (!retest && hook_names_rank("MN_PREFLIGHT_STALL_PAIRS", rank));
 }
-bool fingerprint_skipped() {
-#ifdef MN_TEST_HOOKS
-    return env_or("MN_PREFLIGHT_NO_FINGERPRINT") == "1";
-#else
-    return false;
-#endif
-}
 bool shares_simulated() {
 #ifdef MN_TEST_HOOKS
     return env_or("MN_PREFLIGHT_SIM_SHARE") == "1";

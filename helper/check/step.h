@@ -473,11 +473,6 @@ bool slowed_from_round(const std::string& tag);
 // the real protocol, with no data path): rank 0's own share of the CPU
 // all-reduce counts as done, 1 ms a pass, without its ring.
 bool shares_simulated();
-// The test hook MN_PREFLIGHT_NO_FINGERPRINT=1: no rank reads its node's
-// software (readiness sends none; rank 0 notes each node as not compared).
-// For many emulated nodes on one host, whose reads all go through its one
-// GPU driver one after the other (scripts/gpu/gpu-control-plane.sh).
-bool fingerprint_skipped();
 constexpr double kPassPause = 0.02;
 
 // ---- the phases; each returns false when the check cannot go on --------

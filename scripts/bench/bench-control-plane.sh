@@ -24,9 +24,6 @@
 #                  tree's helper/mn-preflight as "this")
 #
 #   MN_BENCH_TIMEOUT=S     mn-preflight's --timeout (default its own, 60 s)
-#   MN_BENCH_NO_FINGERPRINT=1   no node reads its software (the test hook
-#                  MN_PREFLIGHT_NO_FINGERPRINT): hundreds of emulated nodes
-#                  on one host read it through one GPU driver in turn
 #   MN_BENCH_CLUSTER=gpu   on a GPU machine of the device tool (16 cores):
 #                  scripts/cluster/gpu-cluster.sh's Slurm on loopback with
 #                  as many nodes without GPUs as the largest shape, checks
@@ -54,7 +51,6 @@ flock 9
 t0=$(date +%s)
 step_args=() check_args=()
 [ -n "${MN_BENCH_TIMEOUT:-}" ] && check_args+=(--timeout "$MN_BENCH_TIMEOUT")
-[ "${MN_BENCH_NO_FINGERPRINT:-0}" = 1 ] && export MN_PREFLIGHT_NO_FINGERPRINT=1
 if [ "${MN_BENCH_CLUSTER:-local}" = gpu ]; then
   source scripts/cluster/slurm-bundle-env.sh
   export MN_GPU_CLUSTER_CPU_NODES=$maxn
