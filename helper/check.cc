@@ -71,8 +71,14 @@ int run_check(const CheckOptions& o) {
         return kUsage;
     }
     st.self = *me;
+    set_identity(st.self);
     st.budget = Budgets::of(o.timeout);
-    start_watchdog(o.timeout, st.self, o.json);
+    // The one thread that serves the heartbeats and the watchdog: none to be
+    // had, and this rank says so (rank 0 names it as one that did not arrive).
+    if (auto c = start_watchdog(o.timeout, st.self, o.json); !c) {
+        std::fprintf(stderr, "%s\n", c.problem().text().c_str());
+        return kCheckFailed;
+    }
     st.rdzv = Deadline::in(st.budget.rendezvous);
     st.ready_by = Deadline::in(st.budget.readiness);
     st.work_end = Deadline::in(st.budget.transfers);
@@ -87,7 +93,11 @@ int run_prolog(const PrologOptions& o) {
     const std::string host = host_name();
     Self self;
     self.label = host;
-    start_watchdog(o.timeout, self, o.json);
+    set_identity(self);
+    if (auto c = start_watchdog(o.timeout, self, o.json); !c) {
+        std::fprintf(stderr, "%s\n", c.problem().text().c_str());
+        return kCheckFailed;
+    }
     std::vector<std::string> problems, notes;
     const auto ports = discover_ports(sysfs_root(process_env(), SiteConfig{}));
     auto choice = choose_fabric(ports, o.mode);

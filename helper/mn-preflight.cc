@@ -2,10 +2,13 @@
 // 1 check failed, 2 usage or configuration error, 3 time-out.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "build_config.h"
@@ -265,6 +268,18 @@ int main(int argc, char** argv) {
         if (!args.empty() && args[0] == "--prolog") return prolog({args.begin() + 1, args.end()});
         if (!args.empty() && args[0] == "check") return check({args.begin() + 1, args.end()});
         return check(args);
+    } catch (const std::bad_alloc&) {
+        // Out of memory (8,192 ranks on one host): said, never an abort.
+        std::fprintf(stderr, "%s\n", mn::check::starved("cannot allocate memory", ENOMEM).text().c_str());
+        return 1;
+    } catch (const std::system_error& e) {
+        // what() ends with the errno's text, which starved() adds itself.
+        std::string what = e.what();
+        const std::string tail = ": " + e.code().message();
+        if (what.size() > tail.size() && what.compare(what.size() - tail.size(), tail.size(), tail) == 0)
+            what.resize(what.size() - tail.size());
+        std::fprintf(stderr, "%s\n", mn::check::starved(what, e.code().value()).text().c_str());
+        return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "mn-preflight: internal error: %s\n", e.what());
         return 2;

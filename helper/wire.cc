@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -51,13 +53,24 @@ void tune(int fd) {
 
 std::string errtext() { return std::strerror(errno); }
 
+// The fix for a socket, accept or epoll call that found no resource left
+// (8,192 ranks on one host), "" for any other errno.
+std::string resource_fix(int err) {
+    if (err == EMFILE)
+        return "this process's open-file limit is reached: raise ulimit -n (slurmd's LimitNOFILE with "
+               "PropagateResourceLimits)";
+    if (err == ENFILE) return "the host's open-file table is full: raise fs.file-max";
+    if (err == ENOMEM || err == ENOBUFS) return "the host is out of memory for sockets";
+    return "";
+}
+
 std::atomic<uint64_t> g_msgs_out{0}, g_msgs_in{0}, g_bytes_out{0}, g_bytes_in{0};
 
 }  // namespace
 
 Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) {
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!fd) return Problem{"socket: " + errtext(), ""};
+    if (!fd) return Problem{"cannot open a socket: " + errtext(), resource_fix(errno)};
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in sa{};
@@ -95,7 +108,8 @@ Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer) {
             }
             return Fd(c);
         }
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return Problem{"accept: " + errtext(), ""};
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return Problem{"cannot accept a connection: " + errtext(), resource_fix(errno)};
         if (d.passed()) return Problem{"nobody connected in time", ""};
         pollfd p{listen_fd, POLLIN, 0};
         ::poll(&p, 1, d.poll_ms());
@@ -110,7 +124,7 @@ Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& 
     std::string last = "timed out";
     while (!d.passed()) {
         Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-        if (!fd) return Problem{"socket: " + errtext(), ""};
+        if (!fd) return Problem{"cannot open a socket: " + errtext(), resource_fix(errno)};
         int rc = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
         if (rc != 0 && errno == EINPROGRESS) {
             pollfd p{fd.get(), POLLOUT, 0};
@@ -268,7 +282,8 @@ constexpr uint64_t kWakeKey = ~uint64_t{0};
 
 Mux::Mux() {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
-    if (ep_ < 0) throw std::runtime_error("cannot create an epoll instance: " + errtext());
+    // Thrown as the errno it is: mn-preflight's main names the rank and the fix.
+    if (ep_ < 0) throw std::system_error(errno, std::generic_category(), "cannot create an epoll instance");
     if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
         wake_[0] = wake_[1] = -1;
         return;
@@ -300,6 +315,16 @@ void Mux::wake() {
     const char b = 1;
     ssize_t rc = wake_[1] >= 0 ? ::write(wake_[1], &b, 1) : 0;
     (void)rc;  // a full pipe wakes the reader just as well
+}
+
+bool Mux::pending(std::size_t key) const {
+    auto it = src_.find(key);
+    if (it == src_.end() || it->second.closed) return false;
+    if (!it->second.buf.empty()) return true;
+    for (const Event& e : ready_)
+        if (e.key == key) return true;
+    int n = 0;
+    return ioctl(it->second.fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 std::optional<Mux::Event> Mux::take(std::size_t key, Source& s) {

@@ -134,6 +134,10 @@ public:
     std::optional<Event> next(const Deadline& d);
     // Makes a next() under way (or the next one) return at once.
     void wake();
+    // Whether `key` said something not taken yet (bytes in its socket or
+    // here): a reader that fell behind (8,192 ranks beating on a busy host)
+    // must not take a rank whose words wait unread for a silent one.
+    bool pending(std::size_t key) const;
 
 private:
     struct Source {

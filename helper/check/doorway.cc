@@ -211,7 +211,10 @@ void Doorway::accept_new() {
             waiting_.erase(waiting_.begin());
         }
         auto c = wire::accept_one(listen_fd_, Deadline::in(0), &peer);
-        if (!c) break;
+        if (!c) {
+            if (!c.problem().fix.empty() && trouble_.empty()) trouble_ = c.problem().text();
+            break;
+        }
         ++accepted_;
         auto k = std::make_unique<Caller>();
         k->fd = std::move(c.value());

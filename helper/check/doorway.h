@@ -88,6 +88,9 @@ public:
     // came twice, a purpose not awaited): "rank 3 for data:ring from ADDR".
     const std::vector<std::string>& unwanted() const { return unwanted_; }
     uint32_t accepted() const { return accepted_; }
+    // Why accepting failed, once it did for want of a resource (open files:
+    // nobody more can come in); "" otherwise.
+    const std::string& trouble() const { return trouble_; }
 
 private:
     struct Caller;
@@ -106,6 +109,7 @@ private:
     Strangers strangers_;
     std::vector<std::string> unwanted_;
     uint32_t accepted_ = 0;
+    std::string trouble_;
 };
 
 // The connector's side: connects (retrying while nobody listens yet or the

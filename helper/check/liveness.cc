@@ -1,14 +1,20 @@
 // Heartbeats between rank 0 and every other rank, from threads of their
-// own (step.h says why kBeat and kSilence are what they are): rank 0's Hub
+// own (step.h says why beat_period and kSilence are what they are): rank 0's Hub
 // and a rank's Inbox. Neither waits on the phases' threads, so a rank busy
 // in a long GPU call still answers, and a rank that stops answering is
 // named within kSilence, in the phase rank 0 was in.
+#include <signal.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -25,16 +31,118 @@ bool Pulse::skipped(double limit) {
     return gap;
 }
 
+namespace {
+
+volatile sig_atomic_t g_alarm_code = kTimeout;
+
+extern "C" void on_alarm(int) { _exit(g_alarm_code); }
+
+}  // namespace
+
+void exit_at(double seconds, int code) {
+    g_alarm_code = code;
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, nullptr);
+    itimerval t{};
+    const double s = std::max(0.001, seconds);
+    t.it_value.tv_sec = static_cast<time_t>(s);
+    t.it_value.tv_usec = static_cast<suseconds_t>((s - static_cast<double>(t.it_value.tv_sec)) * 1e6);
+    setitimer(ITIMER_REAL, &t, nullptr);
+}
+
 [[noreturn]] void end_now(int code) {
     std::fflush(stdout);
     std::fflush(stderr);
-    std::thread([code] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-        _exit(code);
-    }).detach();
+    // Bounded whatever NCCL's abort does: a timer, not a thread (there may
+    // be none to be had).
+    exit_at(1.5, code);
     gpu::abort_nccl();
     std::fflush(stdout);
     _exit(code);
+}
+
+// ---- the control thread --------------------------------------------------------
+
+namespace {
+
+struct Control {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::function<bool()> job;
+    bool in_job = false;
+    bool started = false;
+    std::thread::id id;
+};
+
+Control& control() {
+    static Control c;
+    return c;
+}
+
+[[noreturn]] void control_loop() {
+    Control& c = control();
+    {
+        std::lock_guard<std::mutex> g(c.mu);
+        c.id = std::this_thread::get_id();
+    }
+    while (true) {
+        std::function<bool()> job;
+        {
+            std::lock_guard<std::mutex> g(c.mu);
+            job = c.job;
+            c.in_job = static_cast<bool>(job);
+        }
+        bool more = true;
+        {
+            // Nothing leaves this thread as an exception (that would be an abort).
+            try {
+                watchdog_turn();
+                if (job) more = job();
+                else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            } catch (const std::bad_alloc&) {
+                std::fprintf(stderr, "%s\n", starved("the control thread", ENOMEM).text().c_str());
+                std::fflush(stderr);
+                _exit(kCheckFailed);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "mn-preflight: the control thread: internal error: %s\n", e.what());
+                std::fflush(stderr);
+                _exit(kCheckFailed);
+            }
+        }
+        std::lock_guard<std::mutex> g(c.mu);
+        if (!more && c.job) c.job = nullptr;
+        c.in_job = false;
+        c.cv.notify_all();
+    }
+}
+
+}  // namespace
+
+Outcome<bool> start_control() {
+    Control& c = control();
+    std::lock_guard<std::mutex> g(c.mu);
+    if (c.started) return true;
+    auto t = start_thread("the control thread (heartbeats and the watchdog)", control_loop);
+    if (!t) return t.problem();
+    t.value().detach();
+    c.started = true;
+    return true;
+}
+
+void control_attach(std::function<bool()> turn) {
+    Control& c = control();
+    std::lock_guard<std::mutex> g(c.mu);
+    c.job = std::move(turn);
+}
+
+void control_detach() {
+    Control& c = control();
+    std::unique_lock<std::mutex> g(c.mu);
+    c.job = nullptr;
+    if (std::this_thread::get_id() == c.id) return;  // from inside the job itself
+    c.cv.wait(g, [&] { return !c.in_job; });
 }
 
 // ---- rank 0: the hub ---------------------------------------------------------
@@ -58,6 +166,12 @@ struct Watch {
     std::map<uint32_t, double> heard;  // the ranks still watched: when last heard
 };
 
+// What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
+enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kBeatOut, kKinds };
+const char* const kKindName[kKinds] = {"Beat", "Superseded", "Ready", "Result", "PairReport", "GpuRetestReport",
+                                       "Beat out"};
+std::atomic<uint64_t> g_by_kind[kKinds];
+
 // A rank's message (or end), as the hub thread takes it.
 void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire::Mux::Event& e) {
     const uint32_t r = static_cast<uint32_t>(e.key);
@@ -65,6 +179,7 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
     h.rank = r;
     if (e.msg) {
         auto m = msg::decode_from_rank(*e.msg);
+        if (m) g_by_kind[m.value().index()].fetch_add(1, std::memory_order_relaxed);
         if (m && std::holds_alternative<msg::Beat>(m.value())) {
             w.heard[r] = now_s();
             return;
@@ -102,17 +217,24 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
 }
 
 // Heartbeats out, silences in.
-void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat) {
+void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
     if (now >= next_beat) {
         const wire::Fields beat = msg::encode(msg::Beat{stage});
         for (const auto& [r, line] : w.lines)
-            if (w.heard.count(r)) line->send_fields(beat, Deadline::in(1));
-        next_beat = now + kBeat;
+            if (w.heard.count(r)) {
+                line->send_fields(beat, Deadline::in(1));
+                g_by_kind[kBeatOut].fetch_add(1, std::memory_order_relaxed);
+            }
+        next_beat = now + period;
     }
     std::vector<uint32_t> silent;
-    for (const auto& [r, t] : w.heard)
-        if (now - t > kSilence) silent.push_back(r);
+    for (auto& [r, t] : w.heard)
+        if (now - t > kSilence) {
+            // Its words wait unread: this thread is behind, the rank is not silent.
+            if (s.mux.pending(r)) t = now;
+            else silent.push_back(r);
+        }
     for (uint32_t r : silent) {
         w.heard.erase(r);
         Heard h;
@@ -125,16 +247,21 @@ void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat
     }
 }
 
-void hub_loop(std::shared_ptr<Hub::State> s, Self self, bool json) {
+// One turn of the hub on the control thread: beats out, silences, then
+// what came in for up to 0.1 s. False once the hub stops.
+struct HubRun {
+    std::shared_ptr<Hub::State> s;
+    Self self;
+    bool json = false;
     Watch w;
     Pulse pulse;
     double next_beat = 0;
-    while (true) {
+    bool turn() {
         msg::Stage stage;
         uint64_t asked;
         {
             std::lock_guard<std::mutex> g(s->mu);
-            if (s->stop) return;
+            if (s->stop) return false;
             for (auto& [r, line] : s->arrived) {
                 w.lines[r] = line;
                 w.heard[r] = now_s();
@@ -146,19 +273,32 @@ void hub_loop(std::shared_ptr<Hub::State> s, Self self, bool json) {
         }
         if (pulse.skipped())  // this process was stopped: nobody's silence counts
             for (auto& [r, t] : w.heard) t = now_s();
-        beat_and_watch(*s, w, stage, next_beat);
+        beat_and_watch(*s, w, stage, next_beat, beat_period(self.world));
         // Asked to settle: read everything there is now, without waiting.
+        // Reading stops by 0.2 s whatever keeps coming, for the next beats.
         const Deadline d = Deadline::in(asked > s->settled ? 0 : 0.1);
-        while (auto e = s->mux.next(d)) take_event(*s, w, self, json, *e);
+        const Deadline cap = Deadline::in(0.2);
+        while (auto e = s->mux.next(d)) {
+            take_event(*s, w, self, json, *e);
+            if (cap.passed()) break;
+        }
         std::lock_guard<std::mutex> g(s->mu);
         if (asked > s->settled) {
             s->settled = asked;
             s->cv.notify_all();
         }
+        return true;
     }
-}
+};
 
 }  // namespace
+
+std::map<std::string, uint64_t> control_messages_by_kind() {
+    std::map<std::string, uint64_t> out;
+    for (int k = 0; k < kKinds; ++k)
+        if (uint64_t n = g_by_kind[k].load(std::memory_order_relaxed)) out[kKindName[k]] = n;
+    return out;
+}
 
 Hub::~Hub() {
     if (!st_) return;
@@ -167,12 +307,16 @@ Hub::~Hub() {
         st_->stop = true;
     }
     st_->mux.wake();
-    if (thread_.joinable()) thread_.join();
+    control_detach();
 }
 
 void Hub::start(const Self& self, bool json) {
     st_ = std::make_shared<State>();
-    thread_ = std::thread(hub_loop, st_, self, json);
+    auto run = std::make_shared<HubRun>();
+    run->s = st_;
+    run->self = self;
+    run->json = json;
+    control_attach([run] { return run->turn(); });
 }
 
 void Hub::add(uint32_t rank, Line* line) {
@@ -265,36 +409,51 @@ bool take_word(Inbox::State& s, Rank0& r0, const Self& self, const wire::Mux::Ev
     return !r0.done;
 }
 
-void inbox_loop(std::shared_ptr<Inbox::State> s, Line* ctl, Standin me) {
+// One turn of the inbox on the control thread. Rank 0 lost: the standbys
+// (never returns); false once rank 0 said done or the inbox stops.
+struct InboxRun {
+    std::shared_ptr<Inbox::State> s;
+    Line* ctl = nullptr;
+    Standin me;
     Rank0 r0;
     Pulse pulse;
     double next_beat = 0;
-    s->mux.add(0, ctl->fd(), ctl->seal());
-    while (true) {
+    bool turn() {
         {
             std::lock_guard<std::mutex> g(s->mu);
-            if (s->stop) return;
+            if (s->stop) return false;
         }
         if (pulse.skipped()) r0.heard = now_s();  // this process was stopped, not rank 0
         if (now_s() >= next_beat) {
             ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
-            next_beat = now_s() + kBeat;
+            next_beat = now_s() + beat_period(me.self.world);
         }
-        auto e = s->mux.next(Deadline::in(0.1));
-        if (e && !take_word(*s, r0, me.self, *e)) break;
-        if (now_s() - r0.heard > kSilence) {
+        bool lost = false;
+        const Deadline d = Deadline::in(0.1);
+        while (auto e = s->mux.next(d)) {
+            if (!take_word(*s, r0, me.self, *e)) {
+                lost = true;
+                break;
+            }
+            if (d.passed()) break;
+        }
+        if (!lost && now_s() - r0.heard > kSilence && s->mux.pending(0)) r0.heard = now_s();  // behind, not lost
+        if (!lost && now_s() - r0.heard > kSilence) {
             r0.lost.silent = true;
             r0.lost.error = "nothing heard from it for " + num(kSilence, -1) + " s";
-            break;
+            lost = true;
         }
+        if (!lost) return true;
+        if (r0.done) return false;
+        {
+            std::lock_guard<std::mutex> g(s->mu);
+            if (s->stop) return false;
+        }
+        // The watchdog is this thread's: a timer keeps --timeout meanwhile.
+        watchdog_to_timer();
+        take_over(me, r0.roster, r0.lost.gone(msg::stage_name(r0.stage)), *ctl);
     }
-    if (r0.done) return;
-    {
-        std::lock_guard<std::mutex> g(s->mu);
-        if (s->stop) return;
-    }
-    take_over(me, r0.roster, r0.lost.gone(msg::stage_name(r0.stage)), *ctl);
-}
+};
 
 }  // namespace
 
@@ -305,12 +464,17 @@ Inbox::~Inbox() {
         st_->stop = true;
     }
     st_->mux.wake();
-    if (thread_.joinable()) thread_.join();
+    control_detach();
 }
 
 void Inbox::start(Line* ctl, const Standin& me) {
     st_ = std::make_shared<State>();
-    thread_ = std::thread(inbox_loop, st_, ctl, me);
+    auto run = std::make_shared<InboxRun>();
+    run->s = st_;
+    run->ctl = ctl;
+    run->me = me;
+    run->s->mux.add(0, ctl->fd(), ctl->seal());
+    control_attach([run] { return run->turn(); });
 }
 
 std::optional<msg::FromLead> Inbox::next(const Deadline& d, std::string* err) {

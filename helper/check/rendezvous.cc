@@ -199,10 +199,17 @@ void start_setup(Step& st) {
         // Its NCCL ranks are rank x lanes when every rank has as many
         // lanes (always in task mode): the buffer gets that pattern now.
         const uint32_t guess = st.self.rank * static_cast<uint32_t>(st.devices.size());
-        st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes, guess] {
-                           std::string e = gpu::prepare(devs, bytes, guess);
-                           return std::make_pair(e, gpu::health(devs));
-                       }).share();
+        try {
+            st.gpu_setup = std::async(std::launch::async, [devs = st.devices, bytes, guess] {
+                               std::string e = gpu::prepare(devs, bytes, guess);
+                               return std::make_pair(e, gpu::health(devs));
+                           }).share();
+        } catch (const std::system_error& e) {
+            // No thread: readiness reports the set-up's fault, naming why.
+            std::promise<std::pair<std::string, std::vector<GpuReadings>>> none;
+            none.set_value({starved("cannot start the GPU set-up thread", e.code().value()).text(), {}});
+            st.gpu_setup = none.get_future().share();
+        }
     }
     // No GPUs: the CPU path's buffer, now, beside the rendezvous, as the
     // GPUs' set-up is (readiness then has nothing left to do).
@@ -400,7 +407,7 @@ bool gather(Step& st, Lead& l) {
         return purpose == "control" && r > 0 && r < self.world && !have[r];
     };
     double told = now_s();
-    bool lost = false;
+    bool lost = false, told_trouble = false;
     while (arrived < self.world && !st.rdzv.passed()) {
         // Those already here are heard meanwhile: one that dies or stops
         // answering ends the rendezvous at once.
@@ -413,6 +420,12 @@ bool gather(Step& st, Lead& l) {
         if (lost) break;
         for (Guest& g : door.turn(std::min(0.1, std::max(0.0, st.rdzv.left())), wanted))
             if (admit(l, g, have)) ++arrived;
+        if (!door.trouble().empty() && !told_trouble) {
+            // Said at once, not only at the time-out: the ranks not yet in cannot come.
+            told_trouble = true;
+            std::fprintf(stderr, "mn-preflight: %s rank 0: %s\n", self.label.c_str(), door.trouble().c_str());
+            l.rep.notes.push_back("rank 0 " + door.trouble());
+        }
         // Who is missing, for a time-out: every few turns, not every
         // arrival (it reads every rank).
         if (now_s() - told > 0.25) {

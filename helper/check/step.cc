@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -119,6 +121,13 @@ bool stalls_pairs(uint32_t rank, bool retest) {
     return hook_names_rank("MN_PREFLIGHT_STALL_RETESTS", rank) ||
            (!retest && hook_names_rank("MN_PREFLIGHT_STALL_PAIRS", rank));
 }
+bool shares_simulated() {
+#ifdef MN_TEST_HOOKS
+    return env_or("MN_PREFLIGHT_SIM_SHARE") == "1";
+#else
+    return false;
+#endif
+}
 bool slowed_from_round(const std::string& tag) {
 #ifdef MN_TEST_HOOKS
     const std::string from = env_or("MN_PREFLIGHT_SLOW_FROM_ROUND");
@@ -158,6 +167,8 @@ Json ControlCost::json(double start) const {
     getrusage(RUSAGE_SELF, &ru);
     const double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     const wire::Traffic t = wire::traffic();
+    Json by_kind = Json::object();
+    for (const auto& [kind, n] : control_messages_by_kind()) by_kind[kind] = n;
     Json phases = Json::object();
     double prev = 0;
     for (const auto& [phase, end] : marks) {
@@ -174,7 +185,49 @@ Json ControlCost::json(double start) const {
             {"bytes_sent", t.bytes_sent},
             {"bytes_received", t.bytes_received},
             {"cpu_s", json_rounded(cpu, 4)},
-            {"max_rss_kib", ru.ru_maxrss}};
+            {"max_rss_kib", ru.ru_maxrss},
+            {"messages_by_kind", by_kind}};
+}
+
+// ---- resources --------------------------------------------------------------
+
+namespace {
+
+struct Identity {
+    std::mutex mu;
+    std::string who = "mn-preflight";
+};
+
+Identity& identity() {
+    static Identity i;
+    return i;
+}
+
+}  // namespace
+
+void set_identity(const Self& self) {
+    std::lock_guard<std::mutex> g(identity().mu);
+    identity().who = "mn-preflight: rank " + std::to_string(self.rank) + " on " + self.label;
+}
+
+Problem starved(const std::string& what, int err) {
+    std::string who;
+    {
+        std::lock_guard<std::mutex> g(identity().mu);
+        who = identity().who;
+    }
+    std::string fix;
+    if (err == EAGAIN)
+        fix = "the host's thread or process limit is reached: raise ulimit -u (RLIMIT_NPROC; slurmd's LimitNPROC "
+              "with PropagateResourceLimits), the cgroup's pids.max (systemd's TasksMax) or kernel.threads-max";
+    else if (err == EMFILE)
+        fix = "this process's open-file limit is reached: raise ulimit -n (slurmd's LimitNOFILE with "
+              "PropagateResourceLimits)";
+    else if (err == ENFILE)
+        fix = "the host's open-file table is full: raise fs.file-max";
+    else if (err == ENOMEM)
+        fix = "the host is out of memory (or of map areas: vm.max_map_count)";
+    return Problem{who + ": " + what + ": " + std::strerror(err), fix};
 }
 
 // ---- the watchdog -------------------------------------------------------------
@@ -186,6 +239,12 @@ struct Watch {
     std::string phase = "rendezvous";
     std::string waiting_for;  // rank 0: who has not reported
     bool done = false;
+    // Armed by start_watchdog.
+    bool armed = false;
+    double until = 0, seconds = 0;
+    Self self;
+    bool json = false;
+    Pulse pulse;
 };
 
 Watch& watch() {
@@ -206,36 +265,50 @@ void mark_done() {
     watch().done = true;
 }
 
-void start_watchdog(double seconds, const Self& self, bool json) {
-    std::thread([seconds, self, json] {
-        // A process that was stopped (SIGSTOP) past its time does not claim
-        // a time-out at once when it resumes: its heartbeat thread first
-        // reads what happened meanwhile (another rank's verdict, a stop).
-        double until = now_s() + seconds;
-        Pulse pulse;
-        while (now_s() < until) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            if (pulse.skipped()) until = std::max(until, now_s() + 2.0);
-        }
-        std::lock_guard<std::mutex> g(watch().mu);
-        if (watch().done) return;
-        const std::string what = "phase " + watch().phase + " did not finish within --timeout " + num(seconds, -1) +
-                                 " s" + (watch().waiting_for.empty() ? "" : "; " + watch().waiting_for);
-        if (self.rank == 0) {
-            if (json) {
-                const Json j = {{"verdict", "FAIL"}, {"exit_code", kTimeout}, {"timed_out", json_text(what)}};
-                std::fputs(json_line(j).c_str(), stdout);
-            } else {
-                std::printf("problem: time-out: %s\nFAIL (time-out)\n", what.c_str());
-            }
+void watchdog_turn() {
+    Watch& w = watch();
+    std::lock_guard<std::mutex> g(w.mu);
+    if (!w.armed || w.done) return;
+    // A process that was stopped (SIGSTOP) past its time does not claim
+    // a time-out at once when it resumes: the control thread's next turns
+    // first read what happened meanwhile (another rank's verdict, a stop).
+    if (w.pulse.skipped()) w.until = std::max(w.until, now_s() + 2.0);
+    if (now_s() < w.until) return;
+    const std::string what = "phase " + w.phase + " did not finish within --timeout " + num(w.seconds, -1) + " s" +
+                             (w.waiting_for.empty() ? "" : "; " + w.waiting_for);
+    if (w.self.rank == 0) {
+        if (w.json) {
+            const Json j = {{"verdict", "FAIL"}, {"exit_code", kTimeout}, {"timed_out", json_text(what)}};
+            std::fputs(json_line(j).c_str(), stdout);
         } else {
-            std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: %s\n", self.label.c_str(), self.rank,
-                         what.c_str());
+            std::printf("problem: time-out: %s\nFAIL (time-out)\n", what.c_str());
         }
-        std::fflush(stdout);
-        std::fflush(stderr);
-        _exit(kTimeout);
-    }).detach();
+    } else {
+        std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: %s\n", w.self.label.c_str(), w.self.rank,
+                     what.c_str());
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(kTimeout);
+}
+
+void watchdog_to_timer() {
+    std::lock_guard<std::mutex> g(watch().mu);
+    if (watch().armed && !watch().done) exit_at(watch().until - now_s(), kTimeout);
+}
+
+Outcome<bool> start_watchdog(double seconds, const Self& self, bool json) {
+    {
+        std::lock_guard<std::mutex> g(watch().mu);
+        Watch& w = watch();
+        w.armed = true;
+        w.seconds = seconds;
+        w.until = now_s() + seconds;
+        w.self = self;
+        w.json = json;
+        w.pulse = Pulse();
+    }
+    return start_control();
 }
 
 void progress(const Self& self, const std::string& line) {

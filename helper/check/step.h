@@ -7,21 +7,24 @@
 //   collective.cc  the all-reduce (NCCL or a TCP ring), bounded by time
 //   pairs.cc       pair tests between nodes and between a node's GPUs
 //   verdict.cc     blame by evidence, the table or JSON, done or stop
-// Beside them, on threads of their own: liveness.cc (heartbeats both ways;
-// a rank silent for kSilence or gone is named at once) and takeover.cc
-// (rank 0 lost: a standby gives the verdict). messages.h holds what they
-// say to each other. helper/check.cc runs them.
+// Beside them, on the process's one control thread (liveness.cc): the
+// watchdog, heartbeats both ways (a rank silent for kSilence or gone is
+// named at once) and takeover.cc (rank 0 lost: a standby gives the
+// verdict). messages.h holds what they say to each other. helper/check.cc
+// runs them.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -68,14 +71,43 @@ struct Budgets {
     static Budgets of(double timeout);
 };
 
-// ---- liveness (liveness.cc) --------------------------------------------------
-// Heartbeats on the control connections, both ways, from threads of their
-// own: a rank busy in a long GPU call or transfer still answers, and a rank
-// (rank 0 included) that stops answering or dies is named within seconds,
-// in the phase it was in, rather than at --timeout.
+// ---- resources --------------------------------------------------------------
+// At 8,192 ranks on one host a process may find no thread, socket or memory
+// left: it says so, naming itself and what it could not get, and ends with
+// kCheckFailed, never an abort (issue 29).
 
-// Every half second, each way.
+// Who this process is, for such messages (after read_self).
+void set_identity(const Self& self);
+// "mn-preflight: rank 17 on node3: cannot start the control thread:
+// Resource temporarily unavailable" and the fix for that errno.
+Problem starved(const std::string& what, int err);
+// A thread, or the problem naming `what` and this rank.
+template <typename Fn>
+Outcome<std::thread> start_thread(const std::string& what, Fn&& fn) {
+    try {
+        return std::thread(std::forward<Fn>(fn));
+    } catch (const std::system_error& e) {
+        return starved("cannot start " + what, e.code().value());
+    }
+}
+
+// ---- liveness (liveness.cc) --------------------------------------------------
+// Heartbeats on the control connections, both ways, from the process's
+// control thread (one per process, from launch: the watchdog's too), never
+// from a phase's: a rank busy in a long GPU call or transfer still answers,
+// and a rank (rank 0 included) that stops answering or dies is named within
+// seconds, in the phase it was in, rather than at --timeout. One thread
+// serves every connection with epoll (wire::Mux): at 8,192 ranks on one
+// host, a thread per connection or per job ran out of threads.
+
+// Every half second, each way; every second above kBeatsHalved ranks, where
+// rank 0 would otherwise send and read 4 x R beats a second (at 16,384
+// ranks on 2 cores, with its ranks played by mn-rank-sim, the beats were
+// 90 % of its messages and held the rendezvous past its budget). A silent
+// rank is still named within kSilence + 1 s.
 constexpr double kBeat = 0.5;
+constexpr uint32_t kBeatsHalved = 4096;
+inline double beat_period(uint32_t world) { return world > kBeatsHalved ? 2 * kBeat : kBeat; }
 // A peer is lost after 3 s without a word: six beats in a row missing, so
 // a busy node's scheduler, a dropped packet's retransmission (TCP waits at
 // least 200 ms, then doubles) or a link full of the all-reduce's data
@@ -138,6 +170,16 @@ struct Heard {
     std::string gone(const std::string& phase) const;
 };
 
+// The control thread's job beside the watchdog: one turn of the hub's or
+// the inbox's loop (waiting 0.1 s at most); false when it is done. One job
+// at a time; control_attach replaces none.
+void control_attach(std::function<bool()> turn);
+// Starts the control thread (start_watchdog does, at launch): the problem
+// naming this rank when the system gives no thread.
+Outcome<bool> start_control();
+// Detaches the job and returns once the control thread is out of it.
+void control_detach();
+
 // Rank 0's side: every rank's messages, decoded, in the order they come
 // (heartbeats taken here), a heartbeat to each rank every kBeat, a rank
 // silent for kSilence reported once. A rank's Superseded (the others
@@ -148,7 +190,7 @@ public:
     Hub(const Hub&) = delete;
     Hub& operator=(const Hub&) = delete;
     ~Hub();
-    void start(const Self& self, bool json);
+    void start(const Self& self, bool json);  // on the control thread
     void add(uint32_t rank, Line* line);  // a rank that arrived; its Line outlives the hub
     void stage(msg::Stage s);             // what rank 0's heartbeats say
     std::optional<Heard> next(const Deadline& d);
@@ -159,7 +201,6 @@ public:
 
 private:
     std::shared_ptr<State> st_;
-    std::thread thread_;
 };
 
 // What a rank other than 0 needs to give the verdict in rank 0's place
@@ -172,7 +213,7 @@ struct Standin {
     int standby_fd = -1;  // its standby port's listening socket
 };
 
-// A rank other than 0: rank 0's messages, read by a thread of its own that
+// A rank other than 0: rank 0's messages, read by the control thread, which
 // also sends this rank's heartbeats, so that a stop word lands while this
 // rank is busy or stuck inside NCCL (the thread aborts NCCL and ends the
 // process with rank 0's code). Rank 0 lost (its connection ended, nothing
@@ -184,13 +225,12 @@ public:
     Inbox(const Inbox&) = delete;
     Inbox& operator=(const Inbox&) = delete;
     ~Inbox();
-    void start(Line* ctl, const Standin& me);
+    void start(Line* ctl, const Standin& me);  // on the control thread
     std::optional<msg::FromLead> next(const Deadline& d, std::string* err);
     struct State;
 
 private:
     std::shared_ptr<State> st_;
-    std::thread thread_;
 };
 
 // Rank 0 is lost: the standbys' way to a verdict. Never returns.
@@ -255,17 +295,24 @@ struct Step {
 // Runs fn on a thread of its own, its result in the future: rank 0's own
 // work beside its listening. The thread is detached, so nobody waits on it
 // longer than they choose; the verdict ends the process if it still runs.
+// With no thread to be had, fn runs here, now: work that waits on nobody
+// else (its own readiness, a fingerprint, one side of a pair test), so the
+// check goes on, slower; the heartbeats are the control thread's anyway.
 template <typename T, typename Fn>
 std::future<T> on_thread(Fn fn) {
     auto p = std::make_shared<std::promise<T>>();
     std::future<T> f = p->get_future();
-    std::thread([p, fn = std::move(fn)]() mutable {
+    auto run = [p](Fn& work) {
         try {
-            p->set_value(fn());
+            p->set_value(work());
         } catch (...) {
             p->set_exception(std::current_exception());
         }
-    }).detach();
+    };
+    auto fn_shared = std::make_shared<Fn>(std::move(fn));
+    auto t = start_thread("a thread", [run, fn_shared]() mutable { run(*fn_shared); });
+    if (t) t.value().detach();
+    else run(*fn_shared);
     return f;
 }
 
@@ -274,6 +321,10 @@ struct Follower {
     Line ctl;
     Inbox inbox;
 };
+
+// What rank 0's hub heard, by kind ("Beat", "Ready", ...), and the beats it
+// sent ("Beat out"): for --json's "control" (doc/scale.md).
+std::map<std::string, uint64_t> control_messages_by_kind();
 
 // Rank 0's view of what the control plane itself cost (doc/scale.md; the
 // "control" object of --json): each phase's end in seconds from the
@@ -380,9 +431,17 @@ struct Lead {
 // benchmark can tell launch skew from the rendezvous' own time.
 void log_start(const Self& self, double start);
 
-// The watchdog: nothing outlives --timeout.
+// The watchdog: nothing outlives --timeout. Starts the process's control
+// thread (above), or says why it cannot.
 void set_phase(const std::string& p, const std::string& waiting = "");
-void start_watchdog(double seconds, const Self& self, bool json);
+Outcome<bool> start_watchdog(double seconds, const Self& self, bool json);
+// One look at the time, from the control thread's every turn.
+void watchdog_turn();
+// The control thread leaves its turns for good (a takeover): what is left
+// of --timeout goes to a timer instead (exit_at).
+void watchdog_to_timer();
+// Ends the process with `code` in `seconds`, by SIGALRM: no thread needed.
+void exit_at(double seconds, int code);
 void mark_done();
 void progress(const Self& self, const std::string& line);
 
@@ -409,6 +468,11 @@ constexpr double kStall = 0.05;
 // time if longer: load that arrives in the middle of the check and slows
 // every node alike, by a factor of 5 or more on any build.
 bool slowed_from_round(const std::string& tag);
+// The test hook MN_PREFLIGHT_SIM_SHARE=1, for mn-rank-sim
+// (tests/bench/mn_rank_sim.cc: the other ranks played in one process, over
+// the real protocol, with no data path): rank 0's own share of the CPU
+// all-reduce counts as done, 1 ms a pass, without its ring.
+bool shares_simulated();
 constexpr double kPassPause = 0.02;
 
 // ---- the phases; each returns false when the check cannot go on --------

@@ -23,6 +23,7 @@
 #                  several builds, interleaved run by run (default: this
 #                  tree's helper/mn-preflight as "this")
 #
+#   MN_BENCH_TIMEOUT=S     mn-preflight's --timeout (default its own, 60 s)
 #   MN_BENCH_CLUSTER=gpu   on a GPU machine of the device tool (16 cores):
 #                  scripts/cluster/gpu-cluster.sh's Slurm on loopback with
 #                  as many nodes without GPUs as the largest shape, checks
@@ -49,13 +50,14 @@ exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
 flock 9
 t0=$(date +%s)
 step_args=() check_args=()
+[ -n "${MN_BENCH_TIMEOUT:-}" ] && check_args+=(--timeout "$MN_BENCH_TIMEOUT")
 if [ "${MN_BENCH_CLUSTER:-local}" = gpu ]; then
   source scripts/cluster/slurm-bundle-env.sh
   export MN_GPU_CLUSTER_CPU_NODES=$maxn
   trap 'bash "$top/scripts/cluster/gpu-cluster.sh" stop >/dev/null 2>&1' EXIT
   bash scripts/cluster/gpu-cluster.sh start >/dev/null 2>&1
   started() { [ "$(sinfo -h -N -p cpu -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = "$maxn" ]; }
-  step_args=(-p cpu) check_args=(--cpu)
+  step_args=(-p cpu) check_args+=(--cpu)
 else
   export MN_CLUSTER_NODES=$maxn
   trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT

@@ -6,6 +6,20 @@
 #   run: cp .device/bin/mn-preflight helper/ && mkdir -p spank/.libs &&
 #        cp .device/bin/mn_nccl.so spank/.libs/ && bash scripts/gpu/gpu-control-plane.sh [RUNS]
 #   carry: .device   (its bin/ from a build with --enable-test-hooks: scripts/build.sh)
+#
+# 1,024 emulated nodes x 8 tasks (8,192 ranks, issue 29) on one 32-core
+# machine (nvidia-h100-x2 or nvidia-h200-x2), one run, the machine's
+# software read once for all nodes (MN_PREFLIGHT_SHARED_READ, below) and a
+# longer --timeout for the launch:
+#   ulimit -n 1048576; ulimit -u unlimited; sysctl -w net.core.somaxconn=16384 \
+#     net.ipv4.ip_local_port_range='10000 65000' kernel.pid_max=4194304 kernel.threads-max=4194304;
+#   MN_BENCH_SHAPES="32x8 1024x8" MN_BENCH_TIMEOUT=240 bash scripts/gpu/gpu-control-plane.sh 1
+# Each rank holds 2 threads at most on the CPU path (main and the control
+# thread; a node's leader one more while its ring connects), so 8,192 ranks
+# need about 17,000 threads besides slurmstepd's: a rank that cannot get one
+# says "mn-preflight: rank R on NODE: cannot start ...: Resource temporarily
+# unavailable" and exits 1. Rank 0's --json "control" object counts its
+# messages by kind (messages_by_kind).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=${OUT:-/tmp/mn-gpu-control-plane}

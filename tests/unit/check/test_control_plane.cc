@@ -1,0 +1,103 @@
+// mn-preflight's control plane against what 8,192 ranks on one host run
+// out of (issue 29): a rank that gets no thread or no open file says so,
+// naming itself and the fix, and exits 1, never an abort; and mn-rank-sim
+// (tests/bench/mn_rank_sim.cc) plays 63 ranks against a real rank 0 over
+// the real protocol, healthy and with one rank that stops answering, which
+// the verdict must name. No timing is asserted (scripts/bench and
+// doc/scale.md measure).
+#include "tests/unit/unit.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct Ran {
+    int code = -1;
+    std::string out;
+};
+
+Ran run(const std::string& cmd) {
+    Ran r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) fail_msg("popen %s", cmd.c_str());
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int st = pclose(p);
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return r;
+}
+
+std::string bin(const char* var) {
+    const char* v = std::getenv(var);
+    if (!v) fail_msg("%s is not set (make check sets it)", var);
+    return v;
+}
+
+// A rank of a two-rank step without Slurm, as the plugin's variables set it.
+std::string rank_env(int rank, int port) {
+    return "env -i PATH=/usr/bin:/bin SLURM_PROCID=" + std::to_string(rank) +
+           " SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+           " MN_NCCL_STEP_SECRET=0123456789abcdef NCCL_HOSTID=node3 ";
+}
+
+bool hooks_built(const std::string& preflight) {
+    return run("'" + preflight + "' --version").out.find("test hooks built in") != std::string::npos;
+}
+
+// RLIMIT_NPROC binds only a user without CAP_SYS_RESOURCE: the rank runs
+// as nobody, allowed one process (itself), so no thread can be made.
+void a_rank_without_a_thread_says_so(void**) {
+    if (geteuid() != 0 || run("command -v setpriv prlimit").code != 0) skip();
+    const Ran r = run(rank_env(1, 9) + "setpriv --reuid=65534 --regid=65534 --clear-groups prlimit --nproc=1 '" +
+                      bin("MN_PREFLIGHT") + "' --cpu --timeout 5");
+    assert_int_equal(r.code, 1);
+    assert_contains(r.out, "mn-preflight: rank 1 on node3: cannot start the control thread");
+    assert_contains(r.out, "Resource temporarily unavailable");
+    assert_contains(r.out, "raise ulimit -u");
+    if (r.out.find("internal error") != std::string::npos || r.out.find("terminate") != std::string::npos)
+        fail_msg("not a plain message: %s", r.out.c_str());
+}
+
+// Six open files: the three standard ones and not enough for the first
+// socket or epoll instance beside the ports it opens.
+void a_rank_without_open_files_says_so(void**) {
+    const Ran r = run(rank_env(0, 39911) + "prlimit --nofile=6 '" + bin("MN_PREFLIGHT") + "' --cpu --timeout 3");
+    assert_int_equal(r.code, 1);
+    assert_contains(r.out, "mn-preflight: rank 0 on node3: ");
+    assert_contains(r.out, "Too many open files");
+    assert_contains(r.out, "raise ulimit -n");
+}
+
+void simulated_ranks_pass(void**) {
+    const std::string preflight = bin("MN_PREFLIGHT");
+    if (!hooks_built(preflight)) skip();
+    const Ran r = run("'" + bin("MN_RANK_SIM") + "' --preflight '" + preflight + "' --ranks 64 --timeout 20");
+    assert_contains(r.out, "PASS");
+    assert_int_equal(r.code, 0);
+}
+
+void a_silent_simulated_rank_is_named(void**) {
+    const std::string preflight = bin("MN_PREFLIGHT");
+    if (!hooks_built(preflight)) skip();
+    // The sim makes rank 63 (the last) the silent one.
+    const Ran r = run("'" + bin("MN_RANK_SIM") + "' --preflight '" + preflight + "' --ranks 64 --silent 1 --timeout 20");
+    assert_contains(r.out, "silent named 1 of 1");
+    assert_contains(r.out, "rank 63: stopped answering");
+    assert_int_equal(r.code, 0);
+}
+
+}  // namespace
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_rank_without_a_thread_says_so),
+        cmocka_unit_test(a_rank_without_open_files_says_so),
+        cmocka_unit_test(simulated_ranks_pass),
+        cmocka_unit_test(a_silent_simulated_rank_is_named),
+    };
+    return cmocka_run_group_tests_name("control_plane", tests, nullptr, nullptr);
+}
