@@ -65,6 +65,22 @@ static void dgx_h100_takes_the_eight_ndr_hcas(void**) {
     assert_str(verdict(c, "mlx5_3:1").port.netdev, "ibp3s0");  // IPoIB
 }
 
+// DGX A100 80 GB: 8 HDR HCAs for compute, two dual-port storage cards on
+// Ethernet. NCCL gets exactly the list NVIDIA's DeepOps binds its GPUs to
+// (mlx5_0..3, mlx5_6..9); the storage ports are left out.
+static void dgx_a100_takes_the_eight_hdr_hcas(void**) {
+    auto c = choose("dgx-a100", Mode::Auto);
+    assert_str(c.fabric, "ib");
+    assert_str(env_of(c, "NCCL_IB_HCA"), "=mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1,mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1");
+    assert_int_equal(c.ports.size(), 12);
+    for (const char* s : {"mlx5_4:1", "mlx5_5:1", "mlx5_10:1", "mlx5_11:1"}) {
+        assert_false(verdict(c, s).chosen);
+        assert_contains(verdict(c, s).reason, "RoCE, while InfiniBand ports are ACTIVE");
+    }
+    assert_str(verdict(c, "mlx5_9:1").port.netdev, "ibp204s0");
+    assert_str(verdict(c, "mlx5_10:1").port.netdev, "enp225s0f0");
+}
+
 static void roce_only_uses_the_v2_ipv4_gid(void**) {
     auto c = choose("roce-only", Mode::Auto);
     assert_str(c.fabric, "roce");
@@ -473,6 +489,7 @@ int main() {
         cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
         cmocka_unit_test(kernel_formats),
         cmocka_unit_test(dgx_h100_takes_the_eight_ndr_hcas),
+        cmocka_unit_test(dgx_a100_takes_the_eight_hdr_hcas),
         cmocka_unit_test(roce_only_uses_the_v2_ipv4_gid),
         cmocka_unit_test(roce_gid_index_mismatch_warns),
         cmocka_unit_test(no_rdma_means_sockets),

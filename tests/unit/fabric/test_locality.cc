@@ -101,12 +101,13 @@ static std::vector<std::string> hca_names(const std::vector<GpuLocality>& l) {
     return out;
 }
 
-// One quadrant of a DGX A100: GPUs 07:00.0 and 0f:00.0, HCAs mlx5_0
-// (0c:00.0) and mlx5_1 (12:00.0) under one root port, as a two-level switch
-// tree in which each GPU shares a lower switch with the HCA NVIDIA pairs it
-// with: GPU 0f:00.0 with mlx5_0, GPU 07:00.0 with mlx5_1. Bus order and
+// A DGX A100 quadrant's devices (GPUs 07:00.0 and 0f:00.0, HCAs mlx5_0 at
+// 0c:00.0 and mlx5_1 at 12:00.0) in a hypothetical two-level switch tree
+// where each GPU shares a lower switch with the HCA a public binding script
+// pairs it with (0f:00.0 with mlx5_0, 07:00.0 with mlx5_1). Bus order and
 // name order both point the other way, so only the switch level can get
-// it right (the old rule gave 07:00.0 mlx5_0 and 0f:00.0 mlx5_1).
+// it right (the old rule gave 07:00.0 mlx5_0 and 0f:00.0 mlx5_1). The real
+// machine's levels (both HCAs PXB) are the dgx-a100 fixture's, below.
 static void dgx_a100_quadrant_takes_nvidias_pairs(void**) {
     const auto top = below(kRootPort, {"0000:01:00.0"});
     const auto sw_07 = below(top, {"0000:02:00.0", "0000:03:00.0"});
@@ -232,6 +233,88 @@ static void p5_pairs_each_gpu_with_an_efa_of_its_switch(void**) {
     }
     assert_int_equal(used.size(), 8);
     assert_int_equal(r.warnings.size(), 0);
+}
+
+// DGX A100 (80 GB), its quadrants as make-sysfs.sh's dgx-a100 models them
+// from public sources: per quadrant a top switch over two lower switches,
+// and every GPU PXB from both compute HCAs of its quadrant, as nvidia-smi
+// topo -m reads there. NVIDIA's DeepOps burn-in config binds GPU0..GPU7 to
+// mlx5_0,1,2,3,6,7,8,9: each GPU gets a HCA of its own quadrant, none
+// twice, never the storage ports mlx5_4/5 (bus 61) or mlx5_10/11 (e1).
+static const char* const kDgxA100Gpu[] = {"0000:07:00.0", "0000:0f:00.0", "0000:47:00.0", "0000:4e:00.0",
+                                          "0000:87:00.0", "0000:90:00.0", "0000:b7:00.0", "0000:bd:00.0"};
+static const char* const kDgxA100Hca[] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",
+                                          "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"};
+
+static const PciPlace& hca_named(const PciTopology& t, const std::string& name) {
+    for (const auto& h : t.hcas)
+        if (h.name == name) return h;
+    fail_msg("no HCA %s in the topology", name.c_str());
+    return t.hcas.front();
+}
+
+static void dgx_a100_pairs_each_gpu_within_its_quadrant(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("dgx-a100")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("dgx-a100"), *choice);
+    assert_true(r.known);
+    assert_int_equal(r.gpus.size(), 8);
+    std::set<std::string> used;
+    for (int i = 0; i < 8; ++i) {
+        assert_str(r.gpus[i].gpu.name, "GPU" + std::to_string(i));
+        assert_str(r.gpus[i].gpu.busid, kDgxA100Gpu[i]);
+        // Its quadrant's two HCAs are kDgxA100Hca[2q] and [2q+1].
+        const int q = i / 2;
+        if (r.gpus[i].hca != kDgxA100Hca[2 * q] && r.gpus[i].hca != kDgxA100Hca[2 * q + 1])
+            fail_msg("GPU%d (%s) took %s, not a HCA of its quadrant", i, kDgxA100Gpu[i], r.gpus[i].hca.c_str());
+        assert_str(r.gpus[i].hca, kDgxA100Hca[i]);  // DeepOps' binding
+        assert_true(r.gpus[i].how == Nearness::Pxb);
+        used.insert(r.gpus[i].hca);
+    }
+    assert_int_equal(used.size(), 8);
+    assert_int_equal(r.warnings.size(), 0);
+    assert_contains(locality_summary(r.gpus), "GPU1>mlx5_1 (PXB: through several PCIe switches)");
+}
+
+// The levels of the tree itself, as nvidia-smi topo -m reads them: both
+// HCAs of a quadrant PXB from each of its GPUs and from each other, the
+// other quadrant of the socket NODE (one NUMA node per socket here), the
+// other socket SYS, the two ports of a storage card PIX.
+static void dgx_a100_levels_are_nvidia_smis(void**) {
+    const auto t = load("dgx-a100");
+    assert_int_equal(t.gpus.size(), 8);
+    assert_int_equal(t.hcas.size(), 12);
+    for (int i = 0; i < 8; ++i) {
+        for (int k = 0; k < 8; ++k) {
+            const Nearness n = nearness(t.gpus[i], hca_named(t, kDgxA100Hca[k]));
+            const Nearness want = i / 2 == k / 2 ? Nearness::Pxb : i / 4 == k / 4 ? Nearness::Node : Nearness::Sys;
+            if (n != want)
+                fail_msg("GPU%d-%s is %s, nvidia-smi says %s", i, kDgxA100Hca[k], to_string(n).c_str(),
+                         to_string(want).c_str());
+        }
+    }
+    assert_true(nearness(hca_named(t, "mlx5_0"), hca_named(t, "mlx5_1")) == Nearness::Pxb);
+    assert_true(nearness(hca_named(t, "mlx5_10"), hca_named(t, "mlx5_11")) == Nearness::Pix);
+    assert_true(nearness(t.gpus[0], hca_named(t, "mlx5_4")) == Nearness::Node);
+    assert_true(nearness(t.gpus[7], hca_named(t, "mlx5_4")) == Nearness::Sys);
+}
+
+// Every HCA a candidate, the storage cards' included: no GPU takes one,
+// each has two PXB compute HCAs nearer. Left only the storage ports, GPUs
+// fall back to those of their socket, at NODE.
+static void dgx_a100_storage_ports_are_never_a_gpus_hca(void**) {
+    const auto t = load("dgx-a100");
+    const auto all = nearest_hcas(t, {});
+    assert_int_equal(all.size(), 8);
+    for (int i = 0; i < 8; ++i) {
+        assert_str(all[i].hca, kDgxA100Hca[i]);
+        assert_true(all[i].how == Nearness::Pxb);
+    }
+    const auto storage = nearest_hcas(t, {"mlx5_4", "mlx5_5", "mlx5_10", "mlx5_11"});
+    assert_str(storage[0].hca, "mlx5_4");
+    assert_str(storage[1].hca, "mlx5_5");
+    assert_str(storage[7].hca, "mlx5_11");
+    for (const auto& g : storage) assert_true(g.how == Nearness::Node);
 }
 
 static void storage_nics_are_only_numa_near(void**) {
@@ -438,6 +521,9 @@ int main() {
         cmocka_unit_test(newer_xml_format_says_so),
         cmocka_unit_test(azure_nd_h100_v5_pairs_as_its_topology_file),
         cmocka_unit_test(p5_pairs_each_gpu_with_an_efa_of_its_switch),
+        cmocka_unit_test(dgx_a100_pairs_each_gpu_within_its_quadrant),
+        cmocka_unit_test(dgx_a100_levels_are_nvidia_smis),
+        cmocka_unit_test(dgx_a100_storage_ports_are_never_a_gpus_hca),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
         cmocka_unit_test(fixture_roots_never_consult_verbs),
