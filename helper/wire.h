@@ -70,7 +70,6 @@ bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, vo
 // Messages: a 4-byte big-endian length, then the body, the bytes
 // helper/check/messages.h encodes (CBOR) and decodes.
 using Body = std::string;
-using Fields = Body;  // its name in step.h, liveness.cc and collective.cc
 
 // A connection's seal, from its handshake (helper/check/doorway.h): every
 // message on it ends with HMAC-SHA-256(key, direction, sequence number,

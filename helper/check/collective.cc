@@ -407,7 +407,7 @@ void start_collective(Step& st, Lead& l) {
     set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
     // Every plan encoded before the first goes out: a rank that has its
     // plan starts work and competes with this loop for the CPU.
-    std::vector<wire::Fields> plans(world);
+    std::vector<wire::Body> plans(world);
     for (uint32_t r = 1; r < world; ++r) plans[r] = msg::encode(plan_for(st, l, r, lanes, id));
     for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send_fields(plans[r], st.end);
     auto own = std::make_shared<std::promise<msg::Result>>();

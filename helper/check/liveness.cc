@@ -220,7 +220,7 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
 void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
     if (now >= next_beat) {
-        const wire::Fields beat = msg::encode(msg::Beat{stage});
+        const wire::Body beat = msg::encode(msg::Beat{stage});
         for (const auto& [r, line] : w.lines)
             if (w.heard.count(r)) {
                 line->send_fields(beat, Deadline::in(1));

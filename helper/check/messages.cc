@@ -202,22 +202,24 @@ namespace {
 // Nesting deeper than any message (a Ready's GPU processes: 6).
 constexpr std::size_t kDepth = 16;
 
-// nlohmann-json's builder of a JSON value, refusing to nest deeper than
-// kDepth: its CBOR reader recurses, and a body of 0x81 0x81 ... would use
-// up the stack.
-class Shallow : public nlohmann::detail::json_sax_dom_parser<Wire> {
+// A first pass over the CBOR that builds nothing and refuses to nest deeper
+// than kDepth: nlohmann-json's reader recurses, and a body of 0x81 0x81 ...
+// would use up the stack. Its public SAX interface, every event.
+class DepthGuard : public nlohmann::json_sax<Wire> {
 public:
-    explicit Shallow(Wire& j) : json_sax_dom_parser(j, false) {}
-    bool start_object(std::size_t n) { return ++depth_ <= kDepth && json_sax_dom_parser::start_object(n); }
-    bool start_array(std::size_t n) { return ++depth_ <= kDepth && json_sax_dom_parser::start_array(n); }
-    bool end_object() {
-        --depth_;
-        return json_sax_dom_parser::end_object();
-    }
-    bool end_array() {
-        --depth_;
-        return json_sax_dom_parser::end_array();
-    }
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool start_object(std::size_t) override { return ++depth_ <= kDepth; }
+    bool start_array(std::size_t) override { return ++depth_ <= kDepth; }
+    bool end_object() override { return depth_-- > 0; }
+    bool end_array() override { return depth_-- > 0; }
+    bool parse_error(std::size_t, const std::string&, const Wire::exception&) override { return false; }
 
 private:
     std::size_t depth_ = 0;
@@ -227,13 +229,14 @@ private:
 // it; none when the body is not one.
 std::optional<std::pair<std::string, Wire>> parse(const wire::Body& body) {
     Wire j;
-    Shallow sax(j);
+    DepthGuard guard;
     try {
-        if (!Wire::sax_parse(body.begin(), body.end(), &sax, Wire::input_format_t::cbor)) return std::nullopt;
+        if (!Wire::sax_parse(body.begin(), body.end(), &guard, Wire::input_format_t::cbor)) return std::nullopt;
+        j = Wire::from_cbor(body.begin(), body.end(), true, false);
     } catch (const std::exception&) {
         return std::nullopt;
     }
-    if (!j.is_object() || j.size() != 1) return std::nullopt;
+    if (j.is_discarded() || !j.is_object() || j.size() != 1) return std::nullopt;
     return std::make_pair(j.begin().key(), std::move(j.begin().value()));
 }
 

@@ -271,7 +271,6 @@ wire::Body encode(const FromRank& m);
 Outcome<FromLead> decode_from_lead(const wire::Body& body);
 Outcome<FromRank> decode_from_rank(const wire::Body& body);
 // The phases' names for three of them.
-inline Outcome<Hello> decode_hello(const wire::Body& b) { return decode<Hello>(b); }
 inline Outcome<Word> decode_word(const wire::Body& b) { return decode<Word>(b); }
 inline Outcome<TakeoverReport> decode_takeover_report(const wire::Body& b) { return decode<TakeoverReport>(b); }
 

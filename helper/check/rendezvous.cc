@@ -311,7 +311,7 @@ namespace {
 // A guest of the doorway on MASTER_PORT: its hello (the connection's first
 // message) makes it a member; the rank it claims was proven by its knock.
 bool admit(Lead& l, Guest& g, std::vector<bool>& have) {
-    auto h = msg::decode_hello(g.first);
+    auto h = msg::decode<msg::Hello>(g.first);
     if (!h || h->rank != g.rank) {
         l.rep.notes.push_back("rank " + std::to_string(g.rank) + " from " + g.peer +
                               " proved the step secret but its hello " +

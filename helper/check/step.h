@@ -146,7 +146,7 @@ public:
     }
     // A message encoded once for many lines (rank 0's words to every rank);
     // each line seals it under its own key.
-    bool send_fields(const wire::Fields& f, const Deadline& d) {
+    bool send_fields(const wire::Body& f, const Deadline& d) {
         std::lock_guard<std::mutex> g(*mu_);
         return wire::send_msg(fd_.get(), f, d, seal_.get());
     }
@@ -378,7 +378,7 @@ struct Lead {
     // 0's loop, so the loop does as little as it can (doc/scale.md).
     template <typename M>
     void tell_all(const M& m, const Deadline& d) {
-        const wire::Fields f = msg::encode(m);
+        const wire::Body f = msg::encode(m);
         for (uint32_t r = 1; r < members.size(); ++r)
             if (members[r].ctl) members[r].ctl.send_fields(f, d);
     }

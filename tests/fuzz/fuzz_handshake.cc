@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const KnockReading good = mn::check::read_knock(bytes, nonce_a, secret, true);
     FUZZ_CHECK(good.state == KnockReading::State::Proven, "a knock with the secret was not proven: %s", good.what.c_str());
     FUZZ_CHECK(good.knock == k, "the knock changed on the way");
-    FUZZ_CHECK(msg::decode_hello(good.first) && msg::decode_hello(good.first).value() == hello,
+    FUZZ_CHECK(msg::decode<msg::Hello>(good.first) && msg::decode<msg::Hello>(good.first).value() == hello,
                "the first message changed on the way");
     FUZZ_CHECK(mn::check::read_knock(bytes, hex_of(nonce + "x"), secret, true).state != KnockReading::State::Proven,
                "a knock was proven under another challenge");

@@ -120,7 +120,7 @@ static void a_rank_with_the_secret_is_admitted_both_ways(void**) {
     if (!c1 || !c2) fail_msg("%s", (!c1 ? c1 : c2).problem().text().c_str());
     assert_int_equal(a.guests.size(), 2);
     assert_int_equal(a.strangers.total, 0);
-    for (Guest& g : a.guests) assert_int_equal(msg::decode_hello(g.first)->rank, g.rank);
+    for (Guest& g : a.guests) assert_int_equal(msg::decode<msg::Hello>(g.first)->rank, g.rank);
     // The sealed line works both ways after the handshake.
     Guest& g1 = a.guests[0].rank == 1 ? a.guests[0] : a.guests[1];
     assert_true(wire::send_msg(c1->fd.get(), msg::encode(msg::Beat{}), Deadline::in(1), c1->seal.get()));
