@@ -11,8 +11,9 @@
 # machine (nvidia-h100-x2 or nvidia-h200-x2), one run, the machine's
 # software read once for all nodes (MN_PREFLIGHT_SHARED_READ, below) and a
 # longer --timeout for the launch:
-#   ulimit -n 1048576; ulimit -u unlimited; sysctl -w net.core.somaxconn=16384 \
-#     net.ipv4.ip_local_port_range='10000 65000' kernel.pid_max=4194304 kernel.threads-max=4194304;
+#   sysctl -w net.core.somaxconn=16384 kernel.pid_max=4194304 kernel.threads-max=4194304;
+#   (the device machine allows 20,000 open files and ~1 M processes and no
+#   more; a wider ip_local_port_range may take the slurmd ports)
 #   MN_BENCH_SHAPES="32x8 1024x8" MN_BENCH_TIMEOUT=240 bash scripts/gpu/gpu-control-plane.sh 1
 # Each rank holds 2 threads at most on the CPU path (main and the control
 # thread; a node's leader one more while its ring connects), so 8,192 ranks
