@@ -71,19 +71,7 @@ check() {
 # hog KIND: another process on GPU $victim ("memory": holds all but 512
 # MiB; "compute": a matrix product loop); prints its pid once it runs.
 hog() {
-  CUDA_VISIBLE_DEVICES=$victim python3 - "$1" >"$R/hog.txt" 2>&1 <<'PY' &
-import sys, time, torch
-if sys.argv[1] == "memory":
-    free, total = torch.cuda.mem_get_info()
-    x = torch.empty(free - (512 << 20), dtype=torch.uint8, device="cuda")
-    print(f"HOG holds {x.numel() >> 20} MiB of {total >> 20}", flush=True)
-    time.sleep(600)
-else:
-    a = torch.randn(8192, 8192, device="cuda")
-    print("HOG computes", flush=True)
-    while True:
-        a = torch.tanh(a @ a)
-PY
+  CUDA_VISIBLE_DEVICES=$victim python3 scripts/gpu/gpu-hog.py "$1" >"$R/hog.txt" 2>&1 &
   HOG=$!
   for _ in $(seq 120); do grep -q '^HOG' "$R/hog.txt" && break; sleep 0.25; done
   echo "another process on GPU $victim: pid $HOG, $(grep '^HOG' "$R/hog.txt" || echo 'did not start:'; tail -3 "$R/hog.txt")"

@@ -62,13 +62,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done | tee "$R/healthy.txt"
 
-CUDA_VISIBLE_DEVICES=$victim python3 - >"$R/hog.txt" 2>&1 <<'PY' &
-import torch
-a = torch.randn(8192, 8192, device="cuda")
-print("HOG computes", flush=True)
-while True:
-    a = torch.tanh(a @ a)
-PY
+CUDA_VISIBLE_DEVICES=$victim python3 scripts/gpu/gpu-hog.py compute >"$R/hog.txt" 2>&1 &
 HOG=$!
 for _ in $(seq 120); do grep -q '^HOG' "$R/hog.txt" && break; sleep 0.25; done
 echo "another process computes on GPU $victim: pid $HOG $(grep -c '^HOG' "$R/hog.txt")"
