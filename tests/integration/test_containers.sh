@@ -39,6 +39,12 @@ esac
 torch=0 base=0
 case "$rig" in ready*) torch=1 ;; *) echo "# skipped: containers a-e (the torch image): $rig" ;; esac
 case "$base_rig" in ready*) base=1 ;; *) echo "# skipped: containers g-i (the base image): $base_rig" ;; esac
+# The sanitizer build of mn-preflight needs its runtimes (libasan), which
+# an image of glibc alone lacks: g-i prove the release build only.
+if [ $base = 1 ] && readelf -d "$PF" 2>/dev/null | grep -q 'Shared library: \[lib[a-z]*san\.so'; then
+  base=0
+  echo "# skipped: containers g-i: this mn-preflight is the sanitizer build (needs libasan, not in a glibc-only image)"
+fi
 [ $torch = 1 ] || [ $base = 1 ] || { summary; exit 0; }
 
 ver=$(srun --version | awk '{print $2}')

@@ -7,8 +7,12 @@
 // doc/scale.md measure).
 #include "tests/unit/unit.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <string>
 
@@ -52,8 +56,16 @@ bool hooks_built(const std::string& preflight) {
 // as nobody, allowed one process (itself), so no thread can be made.
 void a_rank_without_a_thread_says_so(void**) {
     if (geteuid() != 0 || run("command -v setpriv prlimit").code != 0) skip();
+    // A copy nobody can run: the build may sit under /root (0700), as in
+    // the release roots.
+    char dir[] = "/tmp/mn-control-plane-XXXXXX";
+    if (!mkdtemp(dir) || chmod(dir, 0755) != 0) fail_msg("mkdtemp: %s", std::strerror(errno));
+    const std::string copy = std::string(dir) + "/mn-preflight";
+    if (run("cp '" + bin("MN_PREFLIGHT") + "' '" + copy + "' && chmod 755 '" + copy + "'").code != 0)
+        fail_msg("cannot copy mn-preflight to %s", dir);
     const Ran r = run(rank_env(1, 9) + "setpriv --reuid=65534 --regid=65534 --clear-groups prlimit --nproc=1 '" +
-                      bin("MN_PREFLIGHT") + "' --cpu --timeout 5");
+                      copy + "' --cpu --timeout 5");
+    run("rm -rf '" + std::string(dir) + "'");
     assert_int_equal(r.code, 1);
     assert_contains(r.out, "mn-preflight: rank 1 on node3: cannot start the control thread");
     assert_contains(r.out, "Resource temporarily unavailable");
