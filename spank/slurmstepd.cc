@@ -56,6 +56,22 @@ std::string mount_namespace() {
     return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
+// Whether this task is already in a mount namespace other than
+// slurmstepd's: pyxis, listed before mn_nccl, entered its container.
+bool in_container() {
+    return !state().stepd_mnt_ns.empty() && mount_namespace() != state().stepd_mnt_ns;
+}
+
+// The container pyxis runs this step in, in the words the check's messages
+// use; nullopt when pyxis runs none (or is not loaded).
+std::optional<std::string> pyxis_container(spank_t sp) {
+    if (auto v = pyxis_option(sp, "container-image")) return "pyxis --container-image=" + *v;
+    if (auto v = pyxis_option(sp, "container-name")) return "pyxis --container-name=" + *v;
+    if (auto v = step_env(sp, "PYXIS_CONTAINER_IMAGE")) return "pyxis, PYXIS_CONTAINER_IMAGE=" + *v;
+    if (auto v = step_env(sp, "PYXIS_CONTAINER_NAME")) return "pyxis, PYXIS_CONTAINER_NAME=" + *v;
+    return std::nullopt;
+}
+
 #if MN_HAVE_PREPEND_TASK_ARGV
 // Whether enroot's mounts.d (the site's, or the user's own config) mounts
 // something at `bin` in every container.
@@ -87,8 +103,7 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     if (access(bin.c_str(), X_OK) != 0) {
         // pyxis entered the container before this task_init: the check
         // would start there, and the image lacks it.
-        const bool in_container = !state().stepd_mnt_ns.empty() && mount_namespace() != state().stepd_mnt_ns;
-        if (local_id == 0 && in_container)
+        if (local_id == 0 && in_container())
             slurm_error("%s", message(req.source + ": " + bin + " is not in the container (pyxis), so the program "
                                       "was not started; the site mounts it into every container with enroot's "
                                       "mounts.d/50-mn-preflight.fstab (the mn-nccl package ships it), or run the "
@@ -103,17 +118,10 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
         return -1;
     }
     // pyxis: the check will run in the container; it says so about its outputs.
-    std::string container;
-    if (auto image = pyxis_option(sp, "container-image"))
-        container = "pyxis --container-image=" + *image;
-    else if (auto name = pyxis_option(sp, "container-name"))
-        container = "pyxis --container-name=" + *name;
-    else if (auto env_image = step_env(sp, "PYXIS_CONTAINER_IMAGE"))
-        container = "pyxis, PYXIS_CONTAINER_IMAGE=" + *env_image;
+    const std::string container = pyxis_container(sp).value_or("");
     // pyxis still to come (listed after mn_nccl): the check will be looked
     // up in the image, which nothing here can see; the site's mounts can be.
-    const bool in_container = !state().stepd_mnt_ns.empty() && mount_namespace() != state().stepd_mnt_ns;
-    if (!container.empty() && !in_container && local_id == 0 && !enroot_mounts_everywhere(bin, step_env(sp, "HOME")))
+    if (!container.empty() && !in_container() && local_id == 0 && !enroot_mounts_everywhere(bin, step_env(sp, "HOME")))
         tell_user(message("warning: " + req.source + ": pyxis runs after mn_nccl here and enroot's mounts.d does not "
                           "mount " + bin + " into containers: unless the image has it, every task ends with "
                           "'execve(): " + bin + ": No such file or directory'; fix: the site installs "
@@ -160,10 +168,7 @@ std::optional<std::string> pyxis_option(spank_t sp, const char* name) {
 // names this task gets: the container's own values of those would replace
 // the plugin's, and nothing here can stop it.
 std::optional<std::string> container_warning(spank_t sp, const std::vector<EnvVar>& env) {
-    const PluginState& s = state();
-    const bool container = pyxis_option(sp, "container-image") || pyxis_option(sp, "container-name") ||
-                           step_env(sp, "PYXIS_CONTAINER_IMAGE") || step_env(sp, "PYXIS_CONTAINER_NAME");
-    if (!container || s.stepd_mnt_ns.empty() || mount_namespace() != s.stepd_mnt_ns) return std::nullopt;
+    if (!pyxis_container(sp) || state().stepd_mnt_ns.empty() || in_container()) return std::nullopt;
     const std::optional<std::string> option = pyxis_option(sp, "container-env");
     const std::string list = option ? *option : step_env(sp, "PYXIS_CONTAINER_ENV").value_or("");
     std::string missing;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/util/text.h"
+
 namespace mn {
 
 namespace {
@@ -104,21 +106,13 @@ std::optional<ContainerCommand> apptainer_command(const std::vector<std::string>
 
 bool enroot_mounts(const std::string& fstab, const std::string& path) {
     if (path.empty()) return false;
-    std::size_t start = 0;
-    while (start < fstab.size()) {
-        std::size_t end = fstab.find('\n', start);
-        if (end == std::string::npos) end = fstab.size();
-        const std::string line = fstab.substr(start, end - start);
-        start = end + 1;
+    for (const std::string& line : split_list(fstab, '\n')) {
         // The second field: what the line mounts onto.
         std::size_t a = line.find_first_not_of(" \t");
         if (a == std::string::npos || line[a] == '#') continue;
-        a = line.find_first_of(" \t", a);
+        a = line.find_first_not_of(" \t", line.find_first_of(" \t", a));
         if (a == std::string::npos) continue;
-        a = line.find_first_not_of(" \t", a);
-        if (a == std::string::npos) continue;
-        const std::size_t b = line.find_first_of(" \t", a);
-        if (line.compare(a, b == std::string::npos ? std::string::npos : b - a, path) == 0) return true;
+        if (line.compare(a, line.find_first_of(" \t", a) - a, path) == 0) return true;
     }
     return false;
 }
