@@ -19,11 +19,16 @@
 #
 #   scripts/bench/bench-control-plane.sh [R]      default 3 runs per shape
 #   MN_BENCH_SHAPES="3x1 8x1 16x1 32x1 32x8"      nodes x tasks per node
+#                  NxT:K  N nodes x T tasks as emulated nodes, K to a slurmd
+#                  (srun -N N/K --ntasks-per-node T*K --mn-emulate-nodes=K):
+#                  1024x8:32 is 8,192 ranks on 32 slurmd
 #   MN_BENCH_BUILDS="before=/tmp/old/mn-preflight after=helper/mn-preflight"
 #                  several builds, interleaved run by run (default: this
 #                  tree's helper/mn-preflight as "this")
 #
 #   MN_BENCH_TIMEOUT=S     mn-preflight's --timeout (default its own, 60 s)
+#   MN_BENCH_STEP_LIMIT=S  a check's srun is killed after S s (default 300)
+#   MN_BENCH_KEEP=DIR      each check's .json, .err and .starts kept in DIR
 #   MN_BENCH_CLUSTER=gpu   on a GPU machine of the device tool (16 cores):
 #                  scripts/cluster/gpu-cluster.sh's Slurm on loopback with
 #                  as many nodes without GPUs as the largest shape, checks
@@ -38,8 +43,20 @@ runs=${1:-3}
 shapes=${MN_BENCH_SHAPES:-3x1 8x1 16x1 32x1 32x8}
 builds=${MN_BENCH_BUILDS:-this=$top/helper/mn-preflight}
 [ "$(id -u)" -eq 0 ] || { echo "bench-control-plane: run as root (namespaces)" >&2; exit 2; }
-maxn=0
-for s in $shapes; do [ "${s%x*}" -gt "$maxn" ] && maxn=${s%x*}; done
+# real NODES TASKS K of a shape NxT[:K]: the slurmd nodes and tasks per slurmd
+real() {
+  local s=$1 k=1 n t
+  case $s in *:*) k=${s#*:} s=${s%:*} ;; esac
+  n=${s%x*} t=${s#*x}
+  [ $((n % k)) = 0 ] || { echo "bench-control-plane: shape $1: $k does not divide $n nodes" >&2; exit 2; }
+  echo "$((n / k)) $((t * k)) $k"
+}
+maxn=0 maxt=8
+for s in $shapes; do
+  read -r rn rt _ < <(real "$s") || exit 2
+  [ "$rn" -gt "$maxn" ] && maxn=$rn
+  [ "$rt" -gt "$maxt" ] && maxt=$rt
+done
 for b in $builds; do
   bin=${b#*=}
   [[ $bin = /* ]] || bin=$top/$bin
@@ -53,13 +70,13 @@ step_args=() check_args=()
 [ -n "${MN_BENCH_TIMEOUT:-}" ] && check_args+=(--timeout "$MN_BENCH_TIMEOUT")
 if [ "${MN_BENCH_CLUSTER:-local}" = gpu ]; then
   source scripts/cluster/slurm-bundle-env.sh
-  export MN_GPU_CLUSTER_CPU_NODES=$maxn
+  export MN_GPU_CLUSTER_CPU_NODES=$maxn MN_GPU_CLUSTER_CPU_NODE_CPUS=$((maxt > 16 ? maxt : 16))
   trap 'bash "$top/scripts/cluster/gpu-cluster.sh" stop >/dev/null 2>&1' EXIT
   bash scripts/cluster/gpu-cluster.sh start >/dev/null 2>&1
   started() { [ "$(sinfo -h -N -p cpu -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" = "$maxn" ]; }
   step_args=(-p cpu) check_args+=(--cpu)
 else
-  export MN_CLUSTER_NODES=$maxn
+  export MN_CLUSTER_NODES=$maxn MN_CLUSTER_CPUS=$maxt
   trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
   # On a busy machine 32 slurmd may register after local-cluster.sh has
   # stopped waiting: give them a while longer.
@@ -76,14 +93,16 @@ rows=$out/rows.tsv
 echo "== mn-preflight's control plane, CPU path, $runs runs per shape; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) at start; $(uname -r); $(date -u +%F)"
 echo "   cluster of $maxn nodes started in $(($(date +%s) - t0)) s"
 
-# check NAME BIN NODES TASKS RUN: one healthy check; a row into $rows.
+# check NAME BIN NODES TASKS RUN [K]: one healthy check of NODES x TASKS
+# (emulated, K to a slurmd, when K > 1); a row into $rows.
 check() {
-  local name=$1 bin=$2 n=$3 t=$4 r=$5 f="$out/$1-$3x$4-$5"
+  local name=$1 bin=$2 n=$3 t=$4 r=$5 k=${6:-1} f="$out/$1-$3x$4-$5"
   rm -f "$f.starts"
-  local launch rc
+  local launch rc emu=()
+  [ "$k" -gt 1 ] && emu=(--mn-emulate-nodes="$k")
   launch=$(date +%s.%N)
-  MN_PREFLIGHT_START_LOG=$f.starts timeout 300 srun "${step_args[@]}" -N"$n" --ntasks-per-node="$t" --mn-nccl=auto \
-    "$bin" --json "${check_args[@]}" >"$f.json" 2>"$f.err"
+  MN_PREFLIGHT_START_LOG=$f.starts timeout "${MN_BENCH_STEP_LIMIT:-300}" srun "${step_args[@]}" -N$((n / k)) \
+    --ntasks-per-node=$((t * k)) "${emu[@]}" --mn-nccl=auto "$bin" --json "${check_args[@]}" >"$f.json" 2>"$f.err"
   rc=$?
   python3 - "$name" "$n" "$t" "$r" "$rc" "$launch" "$(date +%s.%N)" "$f" >>"$rows" <<'EOF'
 import json, sys
@@ -122,12 +141,14 @@ EOF
 }
 
 for s in $shapes; do
-  n=${s%x*} t=${s#*x}
+  k=1
+  case $s in *:*) k=${s#*:} ;; esac
+  n=${s%%x*} t=${s#*x} t=${t%:*}
   for r in $(seq 1 "$runs"); do
     for b in $builds; do
       bin=${b#*=}
       [[ $bin = /* ]] || bin=$top/$bin
-      check "${b%%=*}" "$bin" "$n" "$t" "$r"
+      check "${b%%=*}" "$bin" "$n" "$t" "$r" "$k"
     done
   done
 done
@@ -135,7 +156,7 @@ done
 python3 - "$rows" "$shapes" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-shapes = sys.argv[2].split()
+shapes = [s.split(":")[0] for s in sys.argv[2].split()]
 builds = list(dict.fromkeys(r["build"] for r in rows))
 cols = [("wall", "wall s", 2), ("spread", "spread", 2), ("rdzv", "rdzv", 3), ("ready", "ready", 3), ("go", "go", 3),
         ("verdict_s", "verdict", 3), ("ctl", "ctl s", 3), ("coll", "coll", 2), ("pairs", "pairs", 2),
@@ -177,5 +198,7 @@ print(f"\n{len(rows) - len(bad)} of {len(rows)} checks passed")
 sys.exit(1 if bad else 0)
 EOF
 rc=$?
+# MN_BENCH_KEEP=DIR: each check's output (.json, .err, .starts) kept there.
+if [ -n "${MN_BENCH_KEEP:-}" ]; then mkdir -p "$MN_BENCH_KEEP" && cp -r "$out"/. "$MN_BENCH_KEEP"/; fi
 rm -rf "$out"
 exit $rc

@@ -7,7 +7,9 @@
 # prolog maps n1's GPU indices to its own physical GPUs: without device
 # cgroups Slurm numbers each node's GPUs from 0, and n0 and n1 would share.
 # MN_GPU_CLUSTER_CPU_NODES=K adds K nodes without GPUs, c0..c(K-1), in
-# partition cpu (the control plane's benchmark: scripts/bench/bench-control-plane.sh).
+# partition cpu (the control plane's benchmark: scripts/bench/bench-control-plane.sh),
+# of MN_GPU_CLUSTER_CPU_NODE_CPUS CPUs each (default 16; Slurm's CPUs, not
+# this machine's: SlurmdParameters=config_overrides).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TOP=$(pwd)
@@ -66,7 +68,7 @@ NodeName=big NodeHostname=$host NodeAddr=127.0.0.1 Port=17003 CPUs=16 RealMemory
 PartitionName=gpu Nodes=n0,n1,big Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
     if [ "$cpu_nodes" -gt 0 ]; then
-      echo "NodeName=c[0-$((cpu_nodes - 1))] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17101-$((17100 + cpu_nodes))] CPUs=16 RealMemory=1000 State=UNKNOWN"
+      echo "NodeName=c[0-$((cpu_nodes - 1))] NodeHostname=$host NodeAddr=127.0.0.1 Port=[17101-$((17100 + cpu_nodes))] CPUs=${MN_GPU_CLUSTER_CPU_NODE_CPUS:-16} RealMemory=1000 State=UNKNOWN"
       echo "PartitionName=cpu Nodes=c[0-$((cpu_nodes - 1))] MaxTime=INFINITE State=UP OverSubscribe=YES"
     fi
   } >"$DIR/slurm.conf"

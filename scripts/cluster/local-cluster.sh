@@ -13,7 +13,7 @@
 #                                      rewrite plugstack.conf for the built plugin
 #
 # Settings (environment): MN_CLUSTER_DIR (default /tmp/mn-cluster),
-# MN_CLUSTER_NODES (default 3), MN_PLUGIN (default: the build's
+# MN_CLUSTER_NODES (default 3), MN_CLUSTER_CPUS (per node, default 8), MN_PLUGIN (default: the build's
 # spank/.libs/mn_nccl.so), MN_CLUSTER_SELF_LOOPBACK (1: own name -> 127.0.1.1),
 # MN_SLURMD_PRELOAD (a library preloaded into slurmd and so slurmstepd, e.g.
 # the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS, or
@@ -91,7 +91,7 @@ write_conf() {
   # NodeAddr per node: the names resolve differently on each node.
   local i
   for ((i = 0; i < NODES; i++)); do
-    echo "NodeName=$(node_name $i) NodeAddr=$(node_addr $i) CPUs=8 RealMemory=1000 Gres=gpu:4 State=UNKNOWN"
+    echo "NodeName=$(node_name $i) NodeAddr=$(node_addr $i) CPUs=${MN_CLUSTER_CPUS:-8} RealMemory=1000 Gres=gpu:4 State=UNKNOWN"
   done >>"$DIR/slurm.conf"
   echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES" >>"$DIR/slurm.conf"
   cat >"$DIR/gres.conf" <<EOF

@@ -8,13 +8,14 @@
 #   carry: .device   (its bin/ from a build with --enable-test-hooks: scripts/build.sh)
 #
 # 1,024 emulated nodes x 8 tasks (8,192 ranks, issue 29) on one 32-core
-# machine (nvidia-h100-x2 or nvidia-h200-x2), one run, the machine's
-# software read once for all nodes (MN_PREFLIGHT_SHARED_READ, below) and a
-# longer --timeout for the launch:
+# machine (nvidia-h100-x2 or nvidia-h200-x2): 32 slurmd of 256 tasks, each
+# 32 emulated nodes (--mn-emulate-nodes=32: shape 1024x8:32), one run, the
+# machine's software read once for all nodes (MN_PREFLIGHT_SHARED_READ,
+# below) and a longer --timeout for the launch:
 #   sysctl -w net.core.somaxconn=16384 kernel.pid_max=4194304 kernel.threads-max=4194304;
 #   (the device machine allows 20,000 open files and ~1 M processes and no
 #   more; a wider ip_local_port_range may take the slurmd ports)
-#   MN_BENCH_SHAPES="32x8 1024x8" MN_BENCH_TIMEOUT=240 bash scripts/gpu/gpu-control-plane.sh 1
+#   MN_BENCH_SHAPES="32x8 1024x8:32" MN_BENCH_TIMEOUT=240 MN_BENCH_STEP_LIMIT=420 bash scripts/gpu/gpu-control-plane.sh 1
 # Each rank holds 2 threads at most on the CPU path (main and the control
 # thread; a node's leader one more while its ring connects), so 8,192 ranks
 # need about 17,000 threads besides slurmstepd's: a rank that cannot get one

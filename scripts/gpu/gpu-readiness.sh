@@ -36,15 +36,28 @@ one() {
   shift 3
   out=$R/$case-$tag-$((++n)).json
   t0=$(date +%s.%N)
-  timeout 120 srun "$@" --mn-nccl=auto "$bin" --json >"$out" 2>"$out.err"
+  rm -f "$out.starts"
+  MN_PREFLIGHT_START_LOG=$out.starts timeout 120 srun "$@" --mn-nccl=auto "$bin" --json >"$out" 2>"$out.err"
   rc=$?
   python3 - "$out" "$tag" "$case" "$rc" "$t0" "$(date +%s.%N)" <<'PY'
 import json, sys
 p, tag, case, rc, t0, t1 = sys.argv[1:]
-line = f"RUN tag={tag} case={case} rc={rc} s={float(t1) - float(t0):.2f}"
+t0, t1 = float(t0), float(t1)
+line = f"RUN tag={tag} case={case} rc={rc} s={t1 - t0:.2f}"
 try:
     d = json.loads(open(p).read().strip().splitlines()[-1])
-    ph = d.get("control", {}).get("phases_s", {})
+    c = d.get("control", {})
+    ph = c.get("phases_s", {})
+    # launch: srun's launch to the last rank's start (MN_PREFLIGHT_START_LOG,
+    # a test hook); tail: rank 0's verdict to srun's exit (the processes'
+    # ends, NCCL's and CUDA's teardown, srun's wait).
+    try:
+        starts = [float(l.split()[1]) for l in open(p + ".starts") if len(l.split()) == 2]
+        line += f" launch={max(starts) - t0:.2f}"
+    except (OSError, ValueError):
+        pass
+    if "start_unix" in c:
+        line += f" to_rank0={c['start_unix'] - t0:.2f} tail={t1 - c['start_unix'] - c['elapsed_s']:.2f}"
     line += " phases=" + ",".join(f"{k}:{v:.2f}" for k, v in ph.items())
     a = d.get("allreduce", {})
     line += f" init_s={a.get('init_s')} busbw={a.get('busbw_gbps')}"
@@ -62,6 +75,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
   done
 done | tee "$R/healthy.txt"
 
+# MN_READINESS_CASES=healthy: the healthy runs only.
+if [ "${MN_READINESS_CASES:-all}" = healthy ]; then
+  bash scripts/cluster/gpu-cluster.sh stop >/dev/null 2>&1
+  grep -o ' s=[0-9.]*' "$R/healthy.txt" | sort | sed -n "$(( (ROUNDS + 1) / 2 ))p" | sed 's/^/median launch to exit:/'
+  exit 0
+fi
 CUDA_VISIBLE_DEVICES=$victim python3 scripts/gpu/gpu-hog.py compute >"$R/hog.txt" 2>&1 &
 HOG=$!
 for _ in $(seq 120); do grep -q '^HOG' "$R/hog.txt" && break; sleep 0.25; done
