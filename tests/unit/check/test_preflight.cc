@@ -247,6 +247,38 @@ static void test_pattern_sums_and_names_a_bad_element(void**) {
     assert_true(want == sum);
 }
 
+// 1,024 nodes x 8: float32 sums of 8,192 ranks' patterns, added in the
+// orders a ring gives each chunk (chunk c starts at rank c), are exact and
+// pass; one rank left out or counted twice fails. Past float32's exact
+// integers (100,000 ranks) a sum passes within its rounding.
+static void test_pattern_sums_exact_at_8192_ranks(void**) {
+    const uint32_t n = 8192;
+    std::vector<float> one(14);
+    std::vector<std::vector<float>> mine(n, std::vector<float>(one.size()));
+    for (uint32_t r = 0; r < n; ++r) fill_pattern(mine[r], r);
+    std::vector<float> sum(one.size(), 0);
+    for (std::size_t i = 0; i < sum.size(); ++i)
+        for (uint32_t k = 0; k < n; ++k) sum[i] += mine[(i * 613 + k) % n][i];
+    assert_str(check_pattern(sum, n), "");
+    std::vector<float> want(one.size());
+    fill_sum(want, n);
+    assert_true(want == sum);
+    std::vector<float> short_one = sum, twice = sum;
+    short_one[3] -= mine[5][3];
+    assert_contains(check_pattern(short_one, n), "element 3 is ");
+    twice[10] += mine[700][10];
+    assert_contains(check_pattern(twice, n), "element 10 is ");
+    const uint32_t big = 100000;
+    std::vector<float> far(one.size(), 0);
+    for (uint32_t r = 0; r < big; ++r) {
+        fill_pattern(one, r);
+        for (std::size_t i = 0; i < far.size(); ++i) far[i] += one[i];
+    }
+    assert_str(check_pattern(far, big), "");
+    far[2] *= 0.99f;
+    assert_contains(check_pattern(far, big), "element 2 is ");
+}
+
 // A buffer read back in tiles: the tile at any multiple of kPatternTile
 // holds the buffer's first values, and a wrong element is numbered in the
 // whole buffer.
@@ -351,6 +383,7 @@ int main() {
         cmocka_unit_test(rdma_node_falling_back_to_sockets_fails),
         cmocka_unit_test(transports_from_nccl_log),
         cmocka_unit_test(test_pattern_sums_and_names_a_bad_element),
+        cmocka_unit_test(test_pattern_sums_exact_at_8192_ranks),
         cmocka_unit_test(test_pattern_tiles_repeat_and_number_in_the_buffer),
         cmocka_unit_test(ranges),
         cmocka_unit_test(slow_gpu_is_named_not_its_partners),
