@@ -55,7 +55,6 @@ int lead(Step& st) {
         l.finished = true;
     }
     const int code = verdict(st, l);
-    gpu::release_held();
     return code;
 }
 
@@ -86,6 +85,7 @@ int run_check(const CheckOptions& o) {
     if (!prepare_self(st)) return kCheckFailed;
     const int code = st.self.rank == 0 ? lead(st) : follow(st);
     forget_nccl_log(st.nccl_log);
+    log_end(st.self, "checked");
     return code;
 }
 

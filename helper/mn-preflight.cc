@@ -15,6 +15,7 @@
 #include "helper/check.h"
 #include "helper/check/step.h"
 #include "helper/discover.h"
+#include "helper/gpu.h"
 #include "helper/inline_exec.h"
 #include "lib/check/check_options.h"
 #include "lib/check/history.h"
@@ -117,7 +118,15 @@ int check(const std::vector<std::string>& args) {
     if (exec) return mn::check_then_exec(s.check, io);
     if (!io.program.empty() || io.port || !io.exclude_file.empty() || io.job_comment || !io.container.empty())
         return usage_error("-- PROGRAM, --port, --exclude-file, --job-comment and --container go with --exec");
-    return mn::run_check(s.check);
+    const int code = mn::run_check(s.check);
+    // NCCL's communicators are left to the process's end (gpu.h): its
+    // threads still run, so no exit() destructors.
+    if (mn::gpu::nccl_left_open()) {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        _exit(code);
+    }
+    return code;
 }
 
 // --timeout, --mode and --json of --prolog and discover: the check's own,

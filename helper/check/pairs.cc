@@ -445,7 +445,6 @@ int serve_pairs(Step& st, Follower& f) {
         }
         if (const auto* w = std::get_if<msg::Word>(&*m)) {
             mark_done();
-            gpu::release_held();
             return w->code;
         }
         if (const auto* g = std::get_if<msg::GpuRetest>(&*m)) {

@@ -115,6 +115,21 @@ void log_start(const Self& self, double start) {
 #endif
 }
 
+void log_end(const Self& self, const char* what) {
+#ifdef MN_TEST_HOOKS
+    const std::string file = env_or("MN_PREFLIGHT_START_LOG");
+    if (file.empty()) return;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (FILE* f = std::fopen(file.c_str(), "a")) {
+        std::fprintf(f, "%u %.6f %s\n", self.rank, ts.tv_sec + ts.tv_nsec / 1e9, what);
+        std::fclose(f);
+    }
+#else
+    (void)self, (void)what;
+#endif
+}
+
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
 bool stalls_pairs(uint32_t rank, bool retest) {

@@ -430,6 +430,9 @@ struct Lead {
 // UNIX-SECONDS" (its check's start, wall clock) to FILE, so that a
 // benchmark can tell launch skew from the rendezvous' own time.
 void log_start(const Self& self, double start);
+// The same file (test hook): "RANK UNIX_TIME WHAT" when the rank is done
+// with WHAT ("checked": its check over, its communicators released).
+void log_end(const Self& self, const char* what);
 
 // The watchdog: nothing outlives --timeout. Starts the process's control
 // thread (above), or says why it cannot.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <utility>
 #include <optional>
 #include <thread>
 
@@ -56,6 +57,16 @@ struct Held {
 };
 std::mutex held_mu;
 std::optional<Held> held;
+// Communicators done with before the end (the timed loop's blocking one),
+// left to the process's end with the held ones: ncclCommDestroy waits for
+// every rank to reach it, and the end frees them anyway.
+std::vector<ncclComm_t> parked;
+
+void park(std::vector<ncclComm_t>& cs) {
+    std::lock_guard<std::mutex> g(held_mu);
+    for (ncclComm_t& c : cs)
+        if (c) parked.push_back(std::exchange(c, nullptr));
+}
 
 // Step 1: the lanes readiness opened, or open them now (the prolog's use);
 // each lane's buffer then holds its rank's pattern (written again only
@@ -335,7 +346,8 @@ std::optional<Failure> time_allreduce(const Run& run, const std::vector<ncclComm
     std::vector<ncclComm_t> fast;
     std::optional<Failure> f =
         measure(run, comms, job.bytes / sizeof(float), job.warmup, std::max(1, job.iters), job.budget, secs, &fast);
-    release(run, fast);
+    if (job.hold) park(fast);
+    else release(run, fast);
     if (!f && !secs.empty()) res.seconds = *std::max_element(secs.begin(), secs.end());
     // NCCL (2.22+) connects channels at the first collective, so its
     // transport lines exist only now.
@@ -437,14 +449,9 @@ PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double paus
     return out;
 }
 
-void release_held() {
+bool nccl_left_open() {
     std::lock_guard<std::mutex> g(held_mu);
-    if (!held) return;
-    // Aborted, not destroyed: ncclCommDestroy finalizes, which waits until
-    // the communicator is quiet everywhere, and ranks that already have
-    // their word may be gone. Every rank is past its last collective.
-    release(held->run, held->comms, true);
-    held.reset();
+    return held.has_value() || !parked.empty();
 }
 
 std::string local_check(double budget_seconds) {

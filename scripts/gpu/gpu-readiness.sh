@@ -2,6 +2,7 @@
 # Readiness and a busy GPU, before and after side by side, on a device-tool
 # machine of 2 GPUs or more (scripts/cluster/gpu-cluster.sh's Slurm):
 #   run: MN_PREFLIGHT_BASE=PATH bash scripts/gpu/gpu-readiness.sh [ROUNDS]
+#        (or MN_PREFLIGHT_BUILDS="NAME=PATH ...", several builds)
 #   carry: .device spank/.libs helper/mn-preflight (and the earlier binary)
 # ROUNDS (default 3) interleaved rounds, each binary in turn:
 #   healthy  srun -w n0,n1, one task per GPU, --json: launch to exit and
@@ -27,6 +28,8 @@ ngpu=$(nvidia-smi -L | grep -c '^GPU')
 half=$((ngpu / 2)); [ "$half" -ge 1 ] || half=1
 victim=$((ngpu - 1))
 bins=("after=$PF"); [ -z "$BASE" ] || bins+=("before=$BASE")
+# MN_PREFLIGHT_BUILDS="NAME=PATH ...": these builds instead, interleaved.
+[ -z "${MN_PREFLIGHT_BUILDS:-}" ] || read -r -a bins <<<"$MN_PREFLIGHT_BUILDS"
 echo "== machine: $ngpu x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); NCCL ${MN_PREFLIGHT_NCCL:-libnccl.so.2}; NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE-unset}"
 n=0
 
@@ -57,7 +60,16 @@ try:
     except (OSError, ValueError):
         pass
     if "start_unix" in c:
-        line += f" to_rank0={c['start_unix'] - t0:.2f} tail={t1 - c['start_unix'] - c['elapsed_s']:.2f}"
+        verdict_at = c['start_unix'] + c['elapsed_s']
+        line += f" to_rank0={c['start_unix'] - t0:.2f} tail={t1 - verdict_at:.2f}"
+        # The tail in two: the verdict to the last rank done with its check
+        # (communicators released), then to srun's exit (the processes' exit).
+        try:
+            done = [float(l.split()[1]) for l in open(p + ".starts") if len(l.split()) == 3]
+            if done:
+                line += f" released={max(done) - verdict_at:.2f} exited={t1 - max(done):.2f}"
+        except (OSError, ValueError):
+            pass
     line += " phases=" + ",".join(f"{k}:{v:.2f}" for k, v in ph.items())
     a = d.get("allreduce", {})
     line += f" init_s={a.get('init_s')} busbw={a.get('busbw_gbps')}"
@@ -78,9 +90,8 @@ done | tee "$R/healthy.txt"
 # MN_READINESS_CASES=healthy: the healthy runs only.
 if [ "${MN_READINESS_CASES:-all}" = healthy ]; then
   bash scripts/cluster/gpu-cluster.sh stop >/dev/null 2>&1
-  grep -o ' s=[0-9.]*' "$R/healthy.txt" | sort | sed -n "$(( (ROUNDS + 1) / 2 ))p" | sed 's/^/median launch to exit:/'
-  exit 0
-fi
+  : >"$R/busy.txt"
+else
 CUDA_VISIBLE_DEVICES=$victim python3 scripts/gpu/gpu-hog.py compute >"$R/hog.txt" 2>&1 &
 HOG=$!
 for _ in $(seq 120); do grep -q '^HOG' "$R/hog.txt" && break; sleep 0.25; done
@@ -93,6 +104,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done | tee "$R/busy.txt"
 kill "$HOG"; wait "$HOG" 2>/dev/null
 bash scripts/cluster/gpu-cluster.sh stop >/dev/null 2>&1
+fi
 python3 - "$R/healthy.txt" "$R/busy.txt" <<'PY'
 import re, statistics, sys
 text = "".join(open(p).read() for p in sys.argv[1:])
