@@ -216,13 +216,20 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
     s.cv.notify_all();
 }
 
+// A beat is due on `line` unless another message went out on it within
+// half a period: that one told the other side as much. The longest gap
+// between two messages is then 1.5 periods (1.5 s above 4,096 ranks),
+// within kSilence; at 8,192 ranks it left out about a third of the beats
+// (doc/scale.md).
+bool due_beat(const Line& line, double now, double period) { return now - line.sent_at() >= period / 2; }
+
 // Heartbeats out, silences in.
 void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
     if (now >= next_beat) {
         const wire::Body beat = msg::encode(msg::Beat{stage});
         for (const auto& [r, line] : w.lines)
-            if (w.heard.count(r)) {
+            if (w.heard.count(r) && due_beat(*line, now, period)) {
                 line->send_fields(beat, Deadline::in(1));
                 g_by_kind[kBeatOut].fetch_add(1, std::memory_order_relaxed);
             }
@@ -424,9 +431,10 @@ struct InboxRun {
             if (s->stop) return false;
         }
         if (pulse.skipped()) r0.heard = now_s();  // this process was stopped, not rank 0
-        if (now_s() >= next_beat) {
-            ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
-            next_beat = now_s() + beat_period(me.self.world);
+        if (const double now = now_s(); now >= next_beat) {
+            const double period = beat_period(me.self.world);
+            if (due_beat(*ctl, now, period)) ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
+            next_beat = now + period;
         }
         bool lost = false;
         const Deadline d = Deadline::in(0.1);

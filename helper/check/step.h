@@ -148,10 +148,20 @@ public:
     // each line seals it under its own key.
     bool send_fields(const wire::Body& f, const Deadline& d) {
         std::lock_guard<std::mutex> g(*mu_);
-        return wire::send_msg(fd_.get(), f, d, seal_.get());
+        const bool ok = wire::send_msg(fd_.get(), f, d, seal_.get());
+        if (ok) sent_at_ = now_s();
+        return ok;
+    }
+    // When a message last went out on it (now_s; 0: never): any message is
+    // a sign of life to the other side, so a beat due within half a beat
+    // period of one is left out (due_beat).
+    double sent_at() const {
+        std::lock_guard<std::mutex> g(*mu_);
+        return sent_at_;
     }
 
 private:
+    double sent_at_ = 0;
     Fd fd_;
     std::shared_ptr<wire::Seal> seal_;
     std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();

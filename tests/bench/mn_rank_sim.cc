@@ -3,7 +3,8 @@
 // CPU path, the step's variables set as the plugin sets them) and plays
 // ranks 1..N-1 in this one process over the real protocol: the doorway's
 // handshake under the real step secret, sealed CBOR messages, heartbeats
-// every beat period (helper/check/step.h), Ready and Result answers. One thread, epoll.
+// every beat period (helper/check/step.h; none within half a period of
+// another message, as a rank's), Ready and Result answers. One thread, epoll.
 //
 //   mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S]
 //               [--silent K] [--slow K --delay S] [--flood C] [--json]
@@ -192,7 +193,7 @@ struct Rank {
     std::shared_ptr<wire::Seal> seal;
     msg::Stage stage = msg::Stage::Rendezvous;
     bool silent = false, slow = false, stranger = false;
-    double next_beat = 0, quiet_since = 0;
+    double next_beat = 0, quiet_since = 0, sent_at = 0;
     // Answers a slow rank owes, and when.
     std::vector<std::pair<double, msg::FromRank>> owed;
     std::string error;
@@ -348,6 +349,7 @@ void Sim::flush(Rank& r) {
 
 void Sim::send(Rank& r, const msg::FromRank& m) {
     r.out += wire::frame(msg::encode(m), r.seal.get());
+    r.sent_at = now_s();
     ++sim_msgs_out_;
     flush(r);
 }
@@ -562,7 +564,9 @@ int Sim::run() {
             if (now >= r.next_beat) {
                 // How late this process plays a beat: its own lag, not rank 0's.
                 if (r.next_beat > 0) beat_late_ = std::max(beat_late_, now - r.next_beat);
-                send(r, msg::Beat{r.stage});
+                // As a rank's inbox does (liveness.cc, due_beat): none within
+                // half a period of another message.
+                if (now - r.sent_at >= beat_period(o_.ranks) / 2) send(r, msg::Beat{r.stage});
                 r.next_beat = now + beat_period(o_.ranks);
             }
             if (!r.owed.empty() && r.fd >= 0) {
