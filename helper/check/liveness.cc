@@ -278,9 +278,14 @@ struct HubRun {
             stage = s->stage;
             asked = s->settle_asked;
         }
-        if (pulse.skipped())  // this process was stopped: nobody's silence counts
-            for (auto& [r, t] : w.heard) t = now_s();
-        beat_and_watch(*s, w, stage, next_beat, beat_period(self.world));
+        // This process was stopped, or the rendezvous is quiet: nobody's
+        // silence counts (and the clocks start afresh after it).
+        const bool quiet = stage == msg::Stage::Rendezvous && quiet_rendezvous(self.world);
+        if (pulse.skipped() || quiet) {
+            const double now = now_s();
+            for (auto& [r, t] : w.heard) t = now;
+        }
+        if (!quiet) beat_and_watch(*s, w, stage, next_beat, beat_period(self.world));
         // Asked to settle: read everything there is now, without waiting.
         // Reading stops by 0.2 s whatever keeps coming, for the next beats.
         const Deadline d = Deadline::in(asked > s->settled ? 0 : 0.1);
@@ -430,8 +435,10 @@ struct InboxRun {
             std::lock_guard<std::mutex> g(s->mu);
             if (s->stop) return false;
         }
-        if (pulse.skipped()) r0.heard = now_s();  // this process was stopped, not rank 0
-        if (const double now = now_s(); now >= next_beat) {
+        // This process was stopped, not rank 0; or the rendezvous is quiet.
+        const bool quiet = !r0.roster && quiet_rendezvous(me.self.world);
+        if (pulse.skipped() || quiet) r0.heard = now_s();
+        if (const double now = now_s(); !quiet && now >= next_beat) {
             const double period = beat_period(me.self.world);
             if (due_beat(*ctl, now, period)) ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
             next_beat = now + period;

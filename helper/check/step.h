@@ -108,6 +108,15 @@ Outcome<std::thread> start_thread(const std::string& what, Fn&& fn) {
 constexpr double kBeat = 0.5;
 constexpr uint32_t kBeatsHalved = 4096;
 inline double beat_period(uint32_t world) { return world > kBeatsHalved ? 2 * kBeat : kBeat; }
+// Above kBeatsHalved ranks no beats go either way until the rendezvous is
+// over (rank 0's roster): the ranks that came wait for the rest, srun's
+// launch of thousands of processes takes seconds, and their beats were
+// most of what rank 0 read and sent meanwhile (at 16,384 ranks on 2 cores
+// they held the rendezvous past its budget). A rank that dies meanwhile
+// still shows at once (its connection ends); one that stops is named once
+// the check goes on, and a rank 0 that stops leaves the ranks to their
+// rendezvous deadline.
+inline bool quiet_rendezvous(uint32_t world) { return world > kBeatsHalved; }
 // A peer is lost after 3 s without a word: six beats in a row missing, so
 // a busy node's scheduler, a dropped packet's retransmission (TCP waits at
 // least 200 ms, then doubles) or a link full of the all-reduce's data

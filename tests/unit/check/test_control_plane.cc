@@ -107,6 +107,19 @@ void a_silent_simulated_rank_is_named(void**) {
     assert_int_equal(r.code, 0);
 }
 
+// Above 4,096 ranks the rendezvous is quiet (no beats either way: step.h,
+// quiet_rendezvous): a rank that stops after its hello is named once the
+// check goes on, by its silence in readiness.
+void a_rank_silent_through_a_quiet_rendezvous_is_named(void**) {
+    const std::string preflight = bin("MN_PREFLIGHT");
+    if (!hooks_built(preflight)) skip();
+    const Ran r =
+        run("'" + bin("MN_RANK_SIM") + "' --preflight '" + preflight + "' --ranks 4100 --silent 1 --timeout 20");
+    assert_contains(r.out, "silent named 1 of 1");
+    assert_contains(r.out, "rank 4099: stopped answering in readiness");
+    assert_int_equal(r.code, 0);
+}
+
 }  // namespace
 
 int main() {
@@ -115,6 +128,7 @@ int main() {
         cmocka_unit_test(a_rank_without_open_files_says_so),
         cmocka_unit_test(simulated_ranks_pass),
         cmocka_unit_test(a_silent_simulated_rank_is_named),
+        cmocka_unit_test(a_rank_silent_through_a_quiet_rendezvous_is_named),
     };
     return cmocka_run_group_tests_name("control_plane", tests, nullptr, nullptr);
 }
