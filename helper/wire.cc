@@ -79,10 +79,16 @@ Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) 
     if (addr.empty()) sa.sin_addr.s_addr = htonl(INADDR_ANY);
     else if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
         return Problem{"'" + addr + "' is not an IPv4 address", ""};
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+        const int e = errno;
         return Problem{"cannot listen on " + (addr.empty() ? std::string("*") : addr) + ":" + std::to_string(port) +
                            ": " + errtext(),
-                       port ? "another process holds the port; use a new step (its MASTER_PORT differs)" : ""};
+                       port ? "another process holds the port; use a new step (its MASTER_PORT differs)"
+                       : e == EADDRINUSE
+                           ? "this host has no free port: its ephemeral ports (net.ipv4.ip_local_port_range) are all "
+                             "held, by connections and their TIME_WAIT; wait a minute, or widen the range"
+                           : ""};
+    }
     // A step's ranks connect at once: a backlog that holds them all (the
     // kernel caps it at net.core.somaxconn), or SYNs are dropped and retried
     // a second later.

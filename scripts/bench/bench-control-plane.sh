@@ -98,8 +98,16 @@ echo "   cluster of $maxn nodes started in $(($(date +%s) - t0)) s"
 check() {
   local name=$1 bin=$2 n=$3 t=$4 r=$5 k=${6:-1} f="$out/$1-$3x$4-$5"
   rm -f "$f.starts"
-  local launch rc emu=()
+  local launch rc emu=() w
   [ "$k" -gt 1 ] && emu=(--mn-emulate-nodes="$k")
+  # Thousands of ranks on one host share its ephemeral ports, and a check's
+  # connections wait in TIME_WAIT for 60 s after it: the next check's
+  # ranks then found no free port to listen on. Wait for them to drain.
+  for ((w = 0; w < 90; w++)); do
+    [ "$(ss -Htan state time-wait 2>/dev/null | wc -l)" -lt 2000 ] && break
+    sleep 1
+  done
+  [ "$w" -gt 0 ] && echo "  (waited ${w} s for the last check's connections in TIME_WAIT)"
   launch=$(date +%s.%N)
   MN_PREFLIGHT_START_LOG=$f.starts timeout "${MN_BENCH_STEP_LIMIT:-300}" srun "${step_args[@]}" -N$((n / k)) \
     --ntasks-per-node=$((t * k)) "${emu[@]}" --mn-nccl=auto "$bin" --json "${check_args[@]}" >"$f.json" 2>"$f.err"
