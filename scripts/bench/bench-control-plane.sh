@@ -104,7 +104,7 @@ check() {
   # connections wait in TIME_WAIT for 60 s after it: the next check's
   # ranks then found no free port to listen on. Wait for them to drain.
   for ((w = 0; w < 90; w++)); do
-    [ "$(ss -Htan state time-wait 2>/dev/null | wc -l)" -lt 2000 ] && break
+    [ "$(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "06"' | wc -l)" -lt 2000 ] && break
     sleep 1
   done
   [ "$w" -gt 0 ] && echo "  (waited ${w} s for the last check's connections in TIME_WAIT)"

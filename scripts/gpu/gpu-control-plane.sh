@@ -12,9 +12,13 @@
 # 32 emulated nodes (--mn-emulate-nodes=32: shape 1024x8:32), one run, the
 # machine's software read once for all nodes (MN_PREFLIGHT_SHARED_READ,
 # below) and a longer --timeout for the launch:
-#   sysctl -w net.core.somaxconn=16384 kernel.pid_max=4194304 kernel.threads-max=4194304;
+#   sysctl -w net.core.somaxconn=16384 kernel.pid_max=4194304 kernel.threads-max=4194304 \
+#     net.ipv4.ip_local_port_range="30000 65535";
 #   (the device machine allows 20,000 open files and ~1 M processes and no
-#   more; a wider ip_local_port_range may take the slurmd ports)
+#   more. 8,192 ranks on one address take about 24,000 of its ephemeral
+#   ports, listeners and connections; the default 32768-60999 ran out on a
+#   second run within a minute of the first. 30000 and up leaves the
+#   slurmd ports (16817, 17001 on) and MASTER_PORT's 20000-29999 alone)
 #   MN_BENCH_SHAPES="32x8 1024x8:32" MN_BENCH_TIMEOUT=240 MN_BENCH_STEP_LIMIT=420 bash scripts/gpu/gpu-control-plane.sh 1
 # Each rank holds 2 threads at most on the CPU path (main and the control
 # thread; a node's leader one more while its ring connects), so 8,192 ranks
