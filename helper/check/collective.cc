@@ -171,7 +171,7 @@ Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::stri
 }
 
 Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                         const Self& self, const Deadline& d) {
+                                         const Self& self, const Deadline& d, Strangers* seen) {
     std::vector<Fd> got(want.size());
     std::size_t have = 0;
     Doorway door(listen_fd, self.secret, self.rank, false);
@@ -188,8 +188,10 @@ Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::p
             ++have;
         }
     }
+    if (have == want.size()) door.close_waiting();
     const std::string who = self.label + " rank " + std::to_string(self.rank);
-    if (const std::string s = door.strangers().summary(); !s.empty())
+    if (seen) seen->merge(door.strangers());
+    else if (const std::string s = door.strangers().summary(); !s.empty())
         std::fprintf(stderr, "mn-preflight: %s: strangers at its data port: %s\n", who.c_str(), s.c_str());
     for (const auto& u : door.unwanted())
         std::fprintf(stderr, "mn-preflight: %s: refused a data connection: %s\n", who.c_str(), u.c_str());
@@ -203,10 +205,22 @@ Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::p
     return got;
 }
 
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d) {
-    auto got = data_accept_all(listen_fd, {{purpose, from}}, self, d);
+Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d,
+                        Strangers* seen) {
+    auto got = data_accept_all(listen_fd, {{purpose, from}}, self, d, seen);
     if (!got) return got.problem();
     return std::move(got.value().front());
+}
+
+Strangers take_waiting(int listen_fd) {
+    Strangers s;
+    std::string peer;
+    for (std::size_t n = 0; n < kMostWaiting; ++n) {
+        auto c = wire::accept_one(listen_fd, Deadline::in(0), &peer);
+        if (!c) break;
+        s.add(peer, "waited at it while it was not accepting");
+    }
+    return s;
 }
 
 namespace {

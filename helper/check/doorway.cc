@@ -99,6 +99,12 @@ void Strangers::add(const std::string& address, const std::string& what) {
     ++total;
 }
 
+void Strangers::merge(const Strangers& o) {
+    for (const auto& [addr, whats] : o.by_address)
+        for (const auto& [what, n] : whats) by_address[addr][what] += n;
+    total += o.total;
+}
+
 std::string Strangers::summary() const {
     if (total == 0) return "";
     std::vector<std::pair<unsigned, std::string>> busiest;
@@ -274,6 +280,12 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
     g.peer = c.peer;
     g.rank = k.knock.rank;
     return g;
+}
+
+void Doorway::close_waiting() {
+    for (const auto& c : waiting_)
+        strangers_.add(c->peer, c->buf.empty() ? "held a connection without a word" : "had not finished its knock");
+    waiting_.clear();
 }
 
 std::vector<Guest> Doorway::turn(double wait, const Want& want) {

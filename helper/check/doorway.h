@@ -56,6 +56,7 @@ struct Strangers {
     std::map<std::string, std::map<std::string, unsigned>> by_address;  // address -> what it did -> how often
     unsigned total = 0;
     void add(const std::string& address, const std::string& what);
+    void merge(const Strangers& o);
     // One line: "3000 connections from 127.0.0.1 (2990 sent nothing in
     // time, 10 did not prove the step secret)", the busiest addresses
     // first; "" when none came.
@@ -84,6 +85,11 @@ public:
     // each sent its Welcome.
     std::vector<Guest> turn(double wait, const Want& want);
     const Strangers& strangers() const { return strangers_; }
+    // The acceptor has whom it waited for: the callers still waiting
+    // (every rank it wanted came, so none is one) are strangers that held
+    // a connection, counted as such and closed. A doorway left without
+    // this closes them uncounted.
+    void close_waiting();
     // Connections that proved the secret but were not wanted (a rank that
     // came twice, a purpose not awaited): "rank 3 for data:ring from ADDR".
     const std::vector<std::string>& unwanted() const { return unwanted_; }

@@ -160,6 +160,11 @@ void bounds(const Plan& m) {
     within("first_rank", m.first_rank, 0, kIntMax);
 }
 void bounds(const PairCue& m) { within("iters", m.iters, 0, kIntMax); }
+void bounds(const PairReport& m) {
+    if (m.strangers_seen.size() > kStrangersText)
+        throw Wrong{"strangers_seen", "is " + std::to_string(m.strangers_seen.size()) + " bytes, more than " +
+                                          std::to_string(kStrangersText)};
+}
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
 void bounds(const Superseded& m) { within("code", m.code, 0, 255); }
 
@@ -317,7 +322,7 @@ MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
 MESSAGE(Ready, error, health, fingerprint)
 MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error)
-MESSAGE(PairReport, tag, seconds, error)
+MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)
 MESSAGE(TakeoverReport, hello)

@@ -217,12 +217,19 @@ struct Result {
     }
 };
 
-// One side of a CPU pair test, done.
+// One side of a CPU pair test (or retest), done: its time, and the
+// strangers at this rank's data port meanwhile (connections without the
+// step secret: the doorway's count where this side accepted, and those
+// waiting in its backlog at the end), whose load may have slowed it: how
+// many, and Strangers::summary(), at most kStrangersText bytes.
+constexpr std::size_t kStrangersText = 512;
 struct PairReport {
     std::string tag;
     double seconds = 0;
     std::string error;
-    auto tie() const { return std::tie(tag, seconds, error); }
+    uint32_t strangers = 0;
+    std::string strangers_seen;
+    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen); }
 };
 
 // A GPU retest's rounds, timed: per round, per lane, as Result's pair_seconds.

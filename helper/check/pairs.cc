@@ -26,17 +26,36 @@
 namespace mn::check {
 namespace {
 
+// The strangers at this rank's data port during a pair test, into its
+// report (and a line on stderr): those its doorway met where it accepted,
+// and those waiting in its backlog at the end (held there while it
+// connected to its peer, or opened again during the test).
+void count_strangers(msg::PairReport& r, Strangers seen, const Step& st) {
+    seen.merge(take_waiting(st.data_listen.get()));
+    if (seen.total == 0) return;
+    r.strangers = seen.total;
+    r.strangers_seen = seen.summary();
+    if (r.strangers_seen.size() > msg::kStrangersText) {
+        r.strangers_seen.resize(msg::kStrangersText - 4);
+        r.strangers_seen += " ...";
+    }
+    std::fprintf(stderr, "mn-preflight: %s rank %u: strangers at its data port during %s: %s\n", st.self.label.c_str(),
+                 st.self.rank, r.tag.c_str(), r.strangers_seen.c_str());
+}
+
 // One side of a pair test (CPU path): a two-member ring all-reduce with the
 // peer rank 0 named, inside the cue's budget.
 msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     set_phase("pair test " + q.tag);
     const Deadline pd = Deadline::in(std::min(st.work_end.left(), q.budget));
+    Strangers seen;
     Outcome<Fd> fd = q.connect ? data_connect(q.peer_addr, q.peer_port, q.tag, st.self, pd)
-                               : data_accept(st.data_listen.get(), q.tag, q.peer, st.self, pd);
+                               : data_accept(st.data_listen.get(), q.tag, q.peer, st.self, pd, &seen);
     msg::PairReport r;
     r.tag = q.tag;
     if (!fd) {
         r.error = fd.problem().text();
+        count_strangers(r, seen, st);
         return r;
     }
     const uint32_t pos = q.connect ? 0 : 1;
@@ -51,6 +70,7 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     // slow link slows them all.
     r.seconds = t.median_pass > 0 ? t.median_pass : t.seconds;
     r.error = t.ok ? (t.correct ? "" : t.error) : t.error;
+    count_strangers(r, seen, st);
     return r;
 }
 
@@ -68,9 +88,16 @@ struct Round {
     std::optional<msg::PairCue> own;            // rank 0's part
     std::map<std::string, std::vector<std::string>> errors;
     std::map<std::string, double> slowest;
-    void take(const msg::PairReport& r) {
+    std::map<std::string, unsigned> strangers;      // at either side's data port
+    std::map<std::string, std::string> strangers_seen;  // "at node1: 8 connections from ..."
+    // A side's report; `host`: its node.
+    void take(const msg::PairReport& r, const std::string& host) {
         if (!r.error.empty()) errors[r.tag].push_back(r.error);
         slowest[r.tag] = std::max(slowest[r.tag], r.seconds);
+        if (r.strangers == 0) return;
+        strangers[r.tag] += r.strangers;
+        std::string& seen = strangers_seen[r.tag];
+        seen += (seen.empty() ? "at " : "; at ") + host + ": " + r.strangers_seen;
     }
 };
 
@@ -119,7 +146,7 @@ bool await_round(Step& st, Lead& l, Round& round, double budget) {
     for (const auto& [r, tag] : round.expect) waiting[r] = true;
     auto take = [&](uint32_t r, const msg::PairReport& m) {
         if (r != 0 && round.expect.at(r) != m.tag) return Reply::Ignored;
-        round.take(m);
+        round.take(m, l.rep.nodes[l.members[r].node_index].host);
         return Reply::Taken;
     };
     auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Pairs); };
@@ -145,9 +172,11 @@ bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const s
         if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
             const std::string tag = pair_tag(kind, k, q);
-            PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, ""};
+            PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, "", 0, ""};
             if (!round.errors[tag].empty()) pr.error = round.errors[tag].front();
             else if (round.slowest[tag] > 0) pr.busbw_gbps = allreduce_busbw(l.pair_bytes / round.slowest[tag] / 1e9, 2);
+            pr.strangers = round.strangers[tag];
+            pr.strangers_seen = round.strangers_seen[tag];
             out.push_back(pr);
         }
         // A long check (slow links, many rounds) shows it is moving.
@@ -267,7 +296,7 @@ void gpu_pairs(Step& st, Lead& l) {
     for (const auto& r : l.results) per_rank.push_back(r.pair_seconds);
     for (const Scored& s : score(l.gpu_rounds, by_lane(st, l, per_rank), l.pair_bytes)) {
         if (s.intra) l.rep.gpu_pairs.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error});
+        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, ""});  // NCCL's: no doorway
     }
 }
 
@@ -363,7 +392,7 @@ bool gpu_retests(Step& st, Lead& l) {
     const std::string missing = errors.empty() ? "not timed" : errors.front();
     for (const Scored& s : score(rounds, by_lane(st, l, per_rank), l.pair_bytes, missing)) {
         if (s.intra) rep.gpu_retests.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error});
+        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, ""});
     }
     return true;
 }

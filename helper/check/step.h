@@ -570,12 +570,22 @@ Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_
 // against its pattern).
 Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, const Self& self,
                          const Deadline& d);
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d);
+Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d,
+                        Strangers* seen = nullptr);
 // Several data connections on one listening socket, in whatever order they
 // come: one per (purpose, rank) of `want`; strangers are read past without
-// blocking (the summary of them goes to stderr). Sockets in the order of
+// blocking, and those still waiting once all came are counted with them:
+// into *seen, else their summary goes to stderr. Sockets in the order of
 // `want`, or a problem naming who never came.
 Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                         const Self& self, const Deadline& d);
+                                         const Self& self, const Deadline& d, Strangers* seen = nullptr);
+// The connections waiting in the backlog of a data port that no rank of
+// the step connects to now (a pair test's end: the next round is cued only
+// after every report of this one, and the side that connected to its peer
+// accepted nothing meanwhile): strangers', held or opened during the test.
+// Accepted without a word, counted by address and closed; at most
+// kMostWaiting, the rest are the next test's.
+constexpr std::size_t kMostWaiting = 4096;
+Strangers take_waiting(int listen_fd);
 
 }  // namespace mn::check

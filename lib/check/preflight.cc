@@ -205,15 +205,27 @@ void judge(PreflightReport& r) {
     const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
     std::vector<std::string> hosts;
     for (const auto& n : r.nodes) hosts.push_back(n.host);
+    // Pairs that strangers disturbed judge nobody (lib/check/retest.h): a
+    // note for each node they kept from being named, else one for them all.
+    bool disturbed = false;
     if (r.retests_ran) {
         const RetestPlan plan = plan_retests(r.pairs, nnodes, r.min_busbw);
         for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts)) {
             if (v.named) blame[v.node].push_back(v.text);
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
+            disturbed = disturbed || v.disturbed;
         }
     } else {
-        for (const auto& [node, why] : slow_nodes(r.pairs, nnodes, r.min_busbw)) blame[node].push_back("slow: " + why);
+        for (const auto& [node, why] : slow_nodes(r.pairs, nnodes, r.min_busbw)) {
+            if (auto d = disturbed_slowness(node, r.pairs, {}, r.min_busbw, hosts)) {
+                r.notes.push_back(hosts[node] + ": " + *d);
+                disturbed = true;
+            } else {
+                blame[node].push_back("slow: " + why);
+            }
+        }
     }
+    if (const std::string s = data_port_strangers(r.pairs, r.retests); !s.empty() && !disturbed) r.notes.push_back(s);
     for (const auto& f : slow_gpus(r.gpu_pairs))
         if (f.node < r.nodes.size() && (f.failed || !r.gpu_retests_ran)) blame[r.nodes[f.node].node].push_back(f.text);
     if (r.gpu_retests_ran)
@@ -426,9 +438,15 @@ Json report_object(const PreflightReport& r) {
                       {"intra_transport", json_text(c.intra_transport)},
                       {"error", json_text(c.error)}};
     // A node pair, its nodes under the keys ka and kb.
+    // Strangers at its nodes' data ports only where some came.
     auto pair = [&](const char* ka, const char* kb, const PairResult& p) {
-        return Json{{ka, host(p.a)}, {kb, host(p.b)}, {"busbw_gbps", json_rounded(p.busbw_gbps, 4)},
-                    {"error", json_text(p.error)}};
+        Json o{{ka, host(p.a)}, {kb, host(p.b)}, {"busbw_gbps", json_rounded(p.busbw_gbps, 4)},
+               {"error", json_text(p.error)}};
+        if (p.strangers) {
+            o["strangers"] = p.strangers;
+            o["strangers_seen"] = json_text(p.strangers_seen);
+        }
+        return o;
     };
     j["pairs"] = Json::array();
     for (const PairResult& p : r.pairs) j["pairs"].push_back(pair("a", "b", p));

@@ -64,6 +64,12 @@ struct PairResult {
     uint32_t a = 0, b = 0;  // node indexes
     double busbw_gbps = 0;
     std::string error;      // the pair test failed or timed out
+    // Strangers (connections without the step secret) at either node's data
+    // port while the pair ran, as its ranks counted them: how many, and who
+    // ("at node1: 8 connections from 10.250.0.11 (8 held ...)", bounded); 0 and
+    // "" when none came. Such a pair's time may be theirs (lib/check/retest.h).
+    unsigned strangers = 0;
+    std::string strangers_seen;
 };
 
 // A pair test between two GPUs of one node (NVLink or PCIe between them).

@@ -184,8 +184,14 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
     std::set<uint32_t> named;
     for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
         const uint32_t s = plan.suspects[i];
-        RetestVerdict v{s, false, ""};
+        RetestVerdict v{s, false, false, ""};
         if (plan.unconfirmable) {
+            if (auto d = disturbed_slowness(s, pairs, {}, floor, hosts)) {
+                v.disturbed = true;
+                v.text = *d;
+                out.push_back(v);
+                continue;
+            }
             v.named = true;
             v.text = "slow: " + plan.why[i] + " (not retested: " + plan.unconfirmable_why + ")";
             out.push_back(v);
@@ -208,10 +214,15 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
                      (failed.empty() ? std::string(" (none ran in time)") : ": " + and_list(failed)) +
                      "; not named";
         } else if (best < threshold) {
-            v.named = true;
-            v.text = "slow: " + plan.why[i] + "; confirmed by " + (ran.size() > 1 ? "retests with " : "a retest with ") +
-                     and_list(ran) + " against " + against;
-            named.insert(s);
+            if (auto d = disturbed_slowness(s, pairs, retests, floor, hosts)) {
+                v.disturbed = true;
+                v.text = *d;
+            } else {
+                v.named = true;
+                v.text = "slow: " + plan.why[i] + "; confirmed by " +
+                         (ran.size() > 1 ? "retests with " : "a retest with ") + and_list(ran) + " against " + against;
+                named.insert(s);
+            }
         } else if (!floor && best < 0.5 * first) {
             // Slow again, but so were the healthy nodes at that time.
             v.text = "its first pairs looked slow (" + plan.why[i] + ") and so did its retests (" + and_list(ran) +
@@ -232,6 +243,76 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
         v.text += " (slow only with " + and_list(names) + ", named)";
     }
     return out;
+}
+
+// ---- strangers at the data ports ---------------------------------------------
+
+namespace {
+
+// At most this many pairs' texts in a note: the rest are counted.
+constexpr std::size_t kStrangerTexts = 3;
+
+// "24 connections in 3 of its 5 pairs: TEXT; TEXT; and 1 more like it"
+// (whose "its", what "pairs"); "" when none of `among` saw strangers.
+std::string strangers_in(const std::vector<const PairResult*>& among, const std::string& whose,
+                         const std::string& what) {
+    unsigned total = 0;
+    std::size_t hit = 0;
+    std::vector<std::string> seen;
+    for (const PairResult* p : among) {
+        if (p->strangers == 0) continue;
+        ++hit;
+        total += p->strangers;
+        if (!p->strangers_seen.empty() && std::find(seen.begin(), seen.end(), p->strangers_seen) == seen.end())
+            seen.push_back(p->strangers_seen);
+    }
+    if (hit == 0) return "";
+    std::string out = std::to_string(total) + (total == 1 ? " connection in " : " connections in ") +
+                      std::to_string(hit) + " of " + whose + " " + std::to_string(among.size()) + " " + what;
+    for (std::size_t i = 0; i < seen.size() && i < kStrangerTexts; ++i) out += (i == 0 ? ": " : "; ") + seen[i];
+    if (seen.size() > kStrangerTexts)
+        out += "; and " + std::to_string(seen.size() - kStrangerTexts) + " more like " +
+               (seen.size() - kStrangerTexts == 1 ? "it" : "them");
+    return out;
+}
+
+}  // namespace
+
+std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<PairResult>& pairs,
+                                              const std::vector<PairResult>& retests, std::optional<double> floor,
+                                              const std::vector<std::string>& hosts) {
+    std::vector<const PairResult*> evidence;
+    std::vector<double> others;
+    for (const auto& p : pairs) {
+        if (involves(p, x)) evidence.push_back(&p);
+        else if (p.error.empty()) others.push_back(p.busbw_gbps);
+    }
+    bool retested = false;
+    for (const auto& t : retests)
+        if (t.a == x) {
+            evidence.push_back(&t);
+            retested = true;
+        }
+    const std::string seen = strangers_in(evidence, "its", retested ? "pairs and retests" : "pairs");
+    if (seen.empty()) return std::nullopt;
+    double best = -1;
+    for (const PairResult* p : evidence)
+        if (p->error.empty()) best = std::max(best, p->busbw_gbps);
+    const std::string its = retested ? "its pairs and retests" : "its pairs";
+    std::string text = best < 0 ? its + " failed" : its + " ran at " + gbps(best) + " GB/s at best";
+    if (floor) text += " (against --min-busbw " + num(*floor) + " GB/s)";
+    else if (!others.empty()) text += " (the others' median " + gbps(median_of(others)) + " GB/s)";
+    return text + " while strangers held connections to the data ports (" + seen +
+           "): not judged; if it persists, find who connects to " + host_of(hosts, x) +
+           "'s data port (ss -tnp there and on the addresses named)";
+}
+
+std::string data_port_strangers(const std::vector<PairResult>& pairs, const std::vector<PairResult>& retests) {
+    std::vector<const PairResult*> all;
+    for (const auto& p : pairs) all.push_back(&p);
+    for (const auto& t : retests) all.push_back(&t);
+    const std::string seen = strangers_in(all, "the", "pair tests");
+    return seen.empty() ? "" : "strangers at the data ports: " + seen;
 }
 
 // ---- inside nodes ------------------------------------------------------------
@@ -389,7 +470,7 @@ std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const st
     std::vector<RetestVerdict> out;
     for (std::size_t i = 0; i < plan.suspects.size(); ++i) {
         const SlowGpu& s = plan.suspects[i];
-        RetestVerdict v{s.node, false, ""};
+        RetestVerdict v{s.node, false, false, ""};
         const std::string what = is_link(s) ? "the link between " + s.gpu + " and " + s.other : s.gpu;
         const auto c = ctl_best.find(s.node);
         const double ref = c != ctl_best.end() ? std::min(first, c->second) : first;

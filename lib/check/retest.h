@@ -59,6 +59,7 @@ std::vector<uint32_t> proven_fast(const std::vector<PairResult>& pairs, uint32_t
 struct RetestVerdict {
     uint32_t node = 0;
     bool named = false;
+    bool disturbed = false;  // not named for strangers at the data ports (disturbed_slowness)
     std::string text;  // the verdict ("slow (confirmed ...)") or the note
 };
 
@@ -69,9 +70,35 @@ struct RetestVerdict {
 // or below `floor`; cleared when one ran fast, or when the controls ran as
 // slow; "could not confirm" (not named) when none ran. A suspect whose
 // slow first pairs were all with a named node is cleared with that said.
+// One that would be named on pairs or retests that strangers disturbed
+// (disturbed_slowness) is not named: its text is that note.
 std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
                                          const std::vector<PairResult>& retests, uint32_t nnodes,
                                          std::optional<double> floor, const std::vector<std::string>& hosts);
+
+// ---- strangers at the data ports ------------------------------------------
+// Another user who holds connections to a node's data port while its pairs
+// run (and opens them again as they are closed) takes that node's time:
+// its pairs run slow, and its retests too while the stranger stays (seen:
+// 0.47 GB/s against a median of 1.8 on a loaded machine, confirmed by the
+// retest). Blaming the node would let anyone on the network drain a
+// healthy one. So a slow node is judged only on pairs no stranger
+// disturbed: when any of its pairs or its retests saw strangers at either
+// node's data port (PairResult.strangers), it is not named, nor a failure
+// in its history, and a note says so. A node whose pairs and retests saw
+// none is named as ever: a stranger cannot hide a node it did not touch.
+
+// The note for slow node x (without its host: judge() puts it first) when
+// any of its first pairs or of its retests (.a == x) saw strangers; none
+// when none did. `floor`: --min-busbw, what it was judged against.
+std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<PairResult>& pairs,
+                                              const std::vector<PairResult>& retests, std::optional<double> floor,
+                                              const std::vector<std::string>& hosts);
+
+// One line on the strangers at the data ports over all pair tests and
+// retests (their connections in all, the first few pairs' texts); "" when
+// none came.
+std::string data_port_strangers(const std::vector<PairResult>& pairs, const std::vector<PairResult>& retests);
 
 // ---- inside nodes: GPUs and the links between them ------------------------
 // The same rule for a node's GPUs: what slow_gpus() finds in the first GPU

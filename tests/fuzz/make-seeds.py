@@ -157,7 +157,12 @@ messages = {
     "result": {"Result": result_cpu}, "result-gpu": {"Result": result_gpu},
     "result-peer": {"Result": dict(result_cpu, ran=False, correct=False, kind="peer",
                                    error="ring from rank 2 to rank 1: \\ x")},
-    "pair-report": {"PairReport": {"tag": "pair:0:0", "seconds": 0.0042, "error": ""}},
+    "pair-report": {"PairReport": {"tag": "pair:0:0", "seconds": 0.0042, "error": "", "strangers": 0,
+                                   "strangers_seen": ""}},
+    "pair-report-strangers": {"PairReport": {"tag": "retest:1:0", "seconds": 0.0176, "error": "", "strangers": 12,
+                                             "strangers_seen": "12 connections from 10.250.0.11 (8 held a connection "
+                                                               "without a word, 4 waited at it while it was not "
+                                                               "accepting)"}},
     "gpu-retest": {"GpuRetest": {"colors": [[0, 0], [-1, -1], [1, -1]]}},
     "gpu-retest-report": {"GpuRetestReport": {"seconds": [[0.0021, 0.0022], [-1.0, -1.0], [0.0019, -1.0]], "error": ""}},
     "knock": {"Knock": dict(knock, purpose="data:ring", rank=2, nonce="ab" * 16)},

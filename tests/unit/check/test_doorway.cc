@@ -40,6 +40,7 @@ struct Acceptor {
     std::vector<Guest> guests;
     Strangers strangers;
     std::vector<std::string> unwanted;
+    Strangers closed;  // strangers() after close_waiting()
 };
 std::future<Acceptor> run_doorway(int fd, const std::string& secret, double seconds, std::size_t want_n, bool first) {
     return std::async(std::launch::async, [=] {
@@ -51,6 +52,8 @@ std::future<Acceptor> run_doorway(int fd, const std::string& secret, double seco
                 a.guests.push_back(std::move(g));
         a.strangers = door.strangers();
         a.unwanted = door.unwanted();
+        door.close_waiting();
+        a.closed = door.strangers();
         return a;
     });
 }
@@ -264,6 +267,15 @@ static void idle_and_slow_strangers_hold_nobody_up(void**) {
     // The doorway returned at the rank's arrival: the strangers still wait
     // for their deadline, so none is counted yet, and no rank is blamed.
     assert_int_equal(a.unwanted.size(), 0);
+    // Closed once the rank it wanted came (a data port's pair test): each
+    // is counted, as the pair's report says (helper/check/pairs.cc).
+    assert_true(a.closed.total >= a.strangers.total + 50);
+    assert_contains(a.closed.summary(), " connections from 127.0.0.1 (");
+    assert_contains(a.closed.summary(), "held a connection without a word");
+    Strangers both = a.closed;
+    both.merge(a.closed);
+    assert_int_equal(both.total, 2 * a.closed.total);
+    assert_int_equal(both.by_address.size(), 1);
 }
 
 static void strangers_time_out_and_are_summarised_by_address(void**) {

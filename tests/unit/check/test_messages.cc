@@ -66,6 +66,10 @@ static void messages_travel_as_cbor_and_come_back_whole(void**) {
     g.remap_pending = true;
     ready.health = {g};
     assert_true(msg::decode<msg::Ready>(msg::encode(ready)).value() == ready);
+    // A pair report with the strangers at the rank's data port.
+    const msg::PairReport pair{"retest:1:0", 0.0176, "", 12, "12 connections from 10.250.0.11 (12 held ...)"};
+    assert_true(msg::decode<msg::PairReport>(msg::encode(pair)).value() == pair);
+    assert_int_equal(as_json(msg::encode(pair)).at("PairReport").at("strangers").get<int>(), 12);
     auto lead = msg::decode_from_lead(msg::encode(msg::FromLead(msg::Word{true, 0, "ok"})));
     assert_true(lead && std::get<msg::Word>(lead.value()) == (msg::Word{true, 0, "ok"}));
 }
@@ -91,10 +95,14 @@ static void a_number_goes_only_into_a_field_that_holds_it(void**) {
     msg::Roster roster{h, {}};
     assert_str(with(roster, "/Roster/lead/data_port"_json_pointer, 65536),
                "Roster: 'lead.data_port' is 65536, not a whole number from 0 to 65535");
-    msg::PairReport rep{"pair:0:0", 0.5, ""};
+    msg::PairReport rep{"pair:0:0", 0.5, "", 0, ""};
     json j = as_json(msg::encode(rep));
     j["PairReport"]["seconds"] = std::numeric_limits<double>::infinity();
     assert_str(msg::decode<msg::PairReport>(cbor(j)).problem().what, "PairReport: 'seconds' is Infinity, not a finite number");
+    assert_str(with(rep, "/PairReport/strangers"_json_pointer, -1),
+               "PairReport: 'strangers' is -1, not a whole number from 0 to 4294967295");
+    assert_str(with(rep, "/PairReport/strangers_seen"_json_pointer, std::string(msg::kStrangersText + 1, 'x')),
+               "PairReport: 'strangers_seen' is 513 bytes, more than 512");
 }
 
 static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {
