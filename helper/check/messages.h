@@ -29,9 +29,12 @@ const char* stage_name(Stage s);
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
-// message that names both. 3: messages in CBOR (2: key=value text; 1 had
-// one-way proofs).
-constexpr uint32_t kProtocol = 3;
+// message that names both. 4: the rendezvous quiet above 4,096 ranks and
+// pair reports with the strangers at the data port (3: messages in CBOR;
+// 2: key=value text; 1 had one-way proofs). A build of 3 beside one of 4
+// would take the quiet rendezvous for a lost rank 0, or have its pair
+// reports refused: refused at the door, with both named, instead.
+constexpr uint32_t kProtocol = 4;
 
 // The acceptor -> whoever connected: the protocol, and a fresh nonce. The
 // one message that is not CBOR: key=value lines ("op=challenge", "v=3",

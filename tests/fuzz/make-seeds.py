@@ -182,7 +182,7 @@ messages = {
 }
 for name, body in messages.items():
     put("wire", name, frame(body))
-challenge = b"op=challenge\nv=3\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
+challenge = b"op=challenge\nv=4\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
 for name, data in {"challenge": frame(challenge),
                    "challenge-v2": frame(b"nonce=9f86d081884c7d659a2feaa0c55ad015\nop=challenge\nv=2\n"),
                    "v2-hello": frame(b"data_port=41234\nlabel=node1\nop=hello\nrank=1\n"),

@@ -5,10 +5,10 @@ listening ports in /proc/net/tcp, mn-preflight's protocol from its source)
 and not the step secret. Every mode is bounded in time and connections and
 talks only to the address it is given (the local cluster's namespaces).
 
-  stranger.py squat ADDR PORT SECONDS [--proto 1|2|3]
+  stranger.py squat ADDR PORT SECONDS [--proto 1|2|4]
       holds the port before rank 0 and plays rank 0: a challenge, then a
-      forged welcome and a "done, exit 0" word to whoever knocks (protocol 3:
-      CBOR; 2: key=value text, as an older mn-preflight; 1: no version).
+      forged welcome and a "done, exit 0" word to whoever knocks (protocol 4,
+      this build's: CBOR; 2: key=value text, as an older mn-preflight; 1: no version).
   stranger.py flood ADDR PORT SECONDS [--idle N] [--slow N] [--rate R]
       N idle connections held, N that send one byte every 0.2 s, R new
       connections a second that send one byte, and frames of forged text
@@ -75,7 +75,7 @@ def squat(a):
         try:
             c.sendall(frame(f"op=challenge\n{version}nonce={nonce}\n"))
             c.recv(65536)  # the knock (and hello), whatever it proves
-            welcome, word = (WELCOME, WORD) if a.proto == 3 else (b"op=welcome\nrank=0\n", b"op=word\ndone=1\ncode=0\nwhy=all good\n")
+            welcome, word = (WELCOME, WORD) if a.proto >= 3 else (b"op=welcome\nrank=0\n", b"op=word\ndone=1\ncode=0\nwhy=all good\n")
             if a.proto >= 2:
                 c.sendall(struct.pack(">I", len(welcome) + 32) + welcome + os.urandom(32))
             c.sendall(struct.pack(">I", len(word)) + word)
@@ -184,7 +184,7 @@ def main():
     s.add_argument("addr")
     s.add_argument("port", type=int)
     s.add_argument("seconds", type=float)
-    s.add_argument("--proto", type=int, default=3)
+    s.add_argument("--proto", type=int, default=4)
     f = sub.add_parser("flood")
     f.add_argument("addr")
     f.add_argument("port", type=int)
