@@ -197,15 +197,10 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
 // after 1 GiB rounds slowed by it; readiness has it in about 1 s.
 bool gpus_healthy(Lead& l) {
     std::vector<std::string> failed;
+    const auto pids = l.pids_by_node();
     for (std::size_t i = 0; i < l.node_health.size() && i < l.rep.nodes.size(); ++i) {
-        // Every rank of the step on the same host is the check's own, as
-        // the verdict's weigh() counts them.
-        std::set<unsigned> ours;
-        std::string host;
-        for (uint32_t r : l.rep.nodes[i].ranks) host = l.members[r].hello.host;
-        for (const auto& m : l.members)
-            if (m.hello.host == host) ours.insert(m.hello.pid);
-        for (const auto& f : gpu_health(l.rep.nodes[i].host, l.node_health[i], ours))
+        if (l.node_health[i].empty()) continue;  // no GPU readings: nothing NVML can fail
+        for (const auto& f : gpu_health(l.rep.nodes[i].host, l.node_health[i], pids[i]))
             if (f.fail) {
                 failed.push_back(l.rep.nodes[i].host);
                 break;

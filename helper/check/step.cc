@@ -80,6 +80,15 @@ bool Lead::own_work_running() const {
     return running(own) || running(own_pair) || running(own_ready) || running(own_retest);
 }
 
+std::vector<std::set<unsigned>> Lead::pids_by_node() const {
+    std::map<std::string, std::set<unsigned>> on_host;
+    for (const auto& m : members) on_host[m.hello.host].insert(m.hello.pid);
+    std::vector<std::set<unsigned>> out(rep.nodes.size());
+    for (std::size_t i = 0; i < rep.nodes.size(); ++i)
+        if (!rep.nodes[i].ranks.empty()) out[i] = on_host[members[rep.nodes[i].ranks.front()].hello.host];
+    return out;
+}
+
 std::string Heard::gone(const std::string& phase) const {
     if (silent) return "stopped answering in " + phase + " (" + error + ")";
     if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
