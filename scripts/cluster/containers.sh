@@ -336,7 +336,7 @@ do_base() {
     [ -e "$r$lib" ] || install -D "$(readlink -f "$lib")" "$r$lib"
   done
   cp /etc/passwd /etc/group "$r/etc/"
-  echo "mn-nccl base image: $(ldd --version | head -1)" >"$r/etc/mn-nccl-image"
+  echo "mn-nccl base image: $(ldd --version | sed -n 1p)" >"$r/etc/mn-nccl-image"
   rm -f "$BASE.tmp"
   nice -n 15 mksquashfs "$r" "$BASE.tmp" -all-root -noappend -noI -noD -noF -noX -no-progress >"$WORK/base.log" 2>&1 ||
     { tail -10 "$WORK/base.log" >&2; failed "base: mksquashfs (log: $WORK/base.log)"; }
