@@ -77,7 +77,10 @@ compile hwloc3 "hwloc 3 (API $api, $(git -C "$git_repo" describe --always 2>/dev
   -I"$build/include" -I"$src/include"
 # Built for hwloc 3, it loads hwloc 3's library, never libhwloc.so.15 (2.x).
 if [ -f "$tmp/hwloc3.o" ]; then
-  if strings "$tmp/hwloc3.o" | grep -qx 'libhwloc.so' && ! strings "$tmp/hwloc3.o" | grep -q 'libhwloc.so.15'; then
+  # Read whole before grep: under pipefail, grep -q leaving early had
+  # strings die of SIGPIPE, and the test read that as a failure.
+  names=$(strings "$tmp/hwloc3.o")
+  if grep -qx 'libhwloc.so' <<<"$names" && ! grep -q 'libhwloc.so.15' <<<"$names"; then
     echo "hwloc3: the hwloc 3 build loads libhwloc.so: ok"
     passed=$((passed + 1))
   else

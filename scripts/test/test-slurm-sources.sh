@@ -111,12 +111,15 @@ EOF_PY
   [ "$got" = "$number" ] && ok "$rel: plugin_version $got (this release's SLURM_VERSION_NUMBER)" ||
     bad "$rel: plugin_version is $number" "got: $got"
   # The inline check needs spank_prepend_task_argv: used where spank.h has it.
+  # The symbols read whole first: under pipefail, grep -q leaving early
+  # could end nm with SIGPIPE and turn the answer over.
+  undefined=$(nm -D --undefined-only "$so")
   if grep -q 'spank_prepend_task_argv' "$prefix/include/slurm/spank.h"; then
-    nm -D --undefined-only "$so" | grep -q ' spank_prepend_task_argv$' &&
+    grep -q ' spank_prepend_task_argv$' <<<"$undefined" &&
       ok "$rel: spank.h has spank_prepend_task_argv, and the plugin uses it (--mn-preflight offered)" ||
       bad "$rel: the plugin uses spank_prepend_task_argv (the inline check)" "not among its undefined symbols"
   else
-    ! nm -D --undefined-only "$so" | grep -q ' spank_prepend_task_argv$' &&
+    ! grep -q ' spank_prepend_task_argv$' <<<"$undefined" &&
       ok "$rel: no spank_prepend_task_argv in spank.h, none used (--mn-preflight refused)" ||
       bad "$rel: no spank_prepend_task_argv used where spank.h lacks it"
   fi
