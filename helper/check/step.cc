@@ -108,36 +108,28 @@ bool hook_names_rank(const char* var, uint32_t rank) {
 }
 }  // namespace
 
-void log_start(const Self& self, double start) {
+namespace {
+// MN_PREFLIGHT_START_LOG's line "RANK UNIX-SECONDS[ WHAT]" for a moment
+// `ago` seconds back (test hook).
+void log_moment(const Self& self, double ago, const char* what) {
 #ifdef MN_TEST_HOOKS
     const std::string file = env_or("MN_PREFLIGHT_START_LOG");
     if (file.empty()) return;
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
-    const double unix_now = ts.tv_sec + ts.tv_nsec / 1e9;
     if (FILE* f = std::fopen(file.c_str(), "a")) {
-        std::fprintf(f, "%u %.6f\n", self.rank, unix_now - (now_s() - start));
+        std::fprintf(f, "%u %.6f%s%s\n", self.rank, ts.tv_sec + ts.tv_nsec / 1e9 - ago, *what ? " " : "", what);
         std::fclose(f);
     }
 #else
-    (void)self, (void)start;
+    (void)self, (void)ago, (void)what;
 #endif
 }
+}  // namespace
 
-void log_end(const Self& self, const char* what) {
-#ifdef MN_TEST_HOOKS
-    const std::string file = env_or("MN_PREFLIGHT_START_LOG");
-    if (file.empty()) return;
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (FILE* f = std::fopen(file.c_str(), "a")) {
-        std::fprintf(f, "%u %.6f %s\n", self.rank, ts.tv_sec + ts.tv_nsec / 1e9, what);
-        std::fclose(f);
-    }
-#else
-    (void)self, (void)what;
-#endif
-}
+void log_start(const Self& self, double start) { log_moment(self, now_s() - start, ""); }
+
+void log_end(const Self& self, const char* what) { log_moment(self, 0, what); }
 
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }

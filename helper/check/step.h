@@ -456,7 +456,8 @@ struct Lead {
 // benchmark can tell launch skew from the rendezvous' own time.
 void log_start(const Self& self, double start);
 // The same file (test hook): "RANK UNIX_TIME WHAT" when the rank is done
-// with WHAT ("checked": its check over, its communicators released).
+// with WHAT ("checked": its check over; what the process's end frees,
+// NCCL's communicators, comes after).
 void log_end(const Self& self, const char* what);
 
 // The watchdog: nothing outlives --timeout. Starts the process's control

@@ -43,19 +43,20 @@ runs=${1:-3}
 shapes=${MN_BENCH_SHAPES:-3x1 8x1 16x1 32x1 32x8}
 builds=${MN_BENCH_BUILDS:-this=$top/helper/mn-preflight}
 [ "$(id -u)" -eq 0 ] || { echo "bench-control-plane: run as root (namespaces)" >&2; exit 2; }
-# real NODES TASKS K of a shape NxT[:K]: the slurmd nodes and tasks per slurmd
-real() {
+# shape NxT[:K] -> "N T K": nodes and tasks per node as the check sees
+# them, and the emulated nodes per slurmd (1: none); the slurmd are N/K.
+shape() {
   local s=$1 k=1 n t
   case $s in *:*) k=${s#*:} s=${s%:*} ;; esac
   n=${s%x*} t=${s#*x}
   [ $((n % k)) = 0 ] || { echo "bench-control-plane: shape $1: $k does not divide $n nodes" >&2; exit 2; }
-  echo "$((n / k)) $((t * k)) $k"
+  echo "$n $t $k"
 }
-maxn=0 maxt=8
+maxn=0 maxt=8  # slurmd nodes, and tasks on one slurmd
 for s in $shapes; do
-  read -r rn rt _ < <(real "$s") || exit 2
-  [ "$rn" -gt "$maxn" ] && maxn=$rn
-  [ "$rt" -gt "$maxt" ] && maxt=$rt
+  read -r n t k < <(shape "$s") || exit 2
+  [ $((n / k)) -gt "$maxn" ] && maxn=$((n / k))
+  [ $((t * k)) -gt "$maxt" ] && maxt=$((t * k))
 done
 for b in $builds; do
   bin=${b#*=}
@@ -149,9 +150,7 @@ EOF
 }
 
 for s in $shapes; do
-  k=1
-  case $s in *:*) k=${s#*:} ;; esac
-  n=${s%%x*} t=${s#*x} t=${t%:*}
+  read -r n t k < <(shape "$s")
   for r in $(seq 1 "$runs"); do
     for b in $builds; do
       bin=${b#*=}

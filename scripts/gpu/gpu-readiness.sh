@@ -51,25 +51,24 @@ try:
     d = json.loads(open(p).read().strip().splitlines()[-1])
     c = d.get("control", {})
     ph = c.get("phases_s", {})
-    # launch: srun's launch to the last rank's start (MN_PREFLIGHT_START_LOG,
-    # a test hook); tail: rank 0's verdict to srun's exit (the processes'
-    # ends, NCCL's and CUDA's teardown, srun's wait).
+    # From the test hook MN_PREFLIGHT_START_LOG: "RANK TIME" at each rank's
+    # start, "RANK TIME checked" when its check is over.
     try:
-        starts = [float(l.split()[1]) for l in open(p + ".starts") if len(l.split()) == 2]
-        line += f" launch={max(starts) - t0:.2f}"
+        log = [l.split() for l in open(p + ".starts")]
+        starts = [float(f[1]) for f in log if len(f) == 2]
+        done = [float(f[1]) for f in log if len(f) == 3]
     except (OSError, ValueError):
-        pass
+        starts, done = [], []
+    # launch: srun's launch to the last rank's start.
+    if starts:
+        line += f" launch={max(starts) - t0:.2f}"
     if "start_unix" in c:
         verdict_at = c['start_unix'] + c['elapsed_s']
+        # tail: rank 0's verdict to srun's exit, in two: to the last rank
+        # done with its check, then the processes' exit and srun's wait.
         line += f" to_rank0={c['start_unix'] - t0:.2f} tail={t1 - verdict_at:.2f}"
-        # The tail in two: the verdict to the last rank done with its check
-        # (communicators released), then to srun's exit (the processes' exit).
-        try:
-            done = [float(l.split()[1]) for l in open(p + ".starts") if len(l.split()) == 3]
-            if done:
-                line += f" released={max(done) - verdict_at:.2f} exited={t1 - max(done):.2f}"
-        except (OSError, ValueError):
-            pass
+        if done:
+            line += f" checked={max(done) - verdict_at:.2f} exited={t1 - max(done):.2f}"
     line += " phases=" + ",".join(f"{k}:{v:.2f}" for k, v in ph.items())
     a = d.get("allreduce", {})
     line += f" init_s={a.get('init_s')} busbw={a.get('busbw_gbps')}"
