@@ -265,7 +265,8 @@ int main(int argc, char** argv) {
                         "loaded at run time); needs %s%s\n",
                         PACKAGE_VERSION, MN_SLURM_SERIES, MN_PREFLIGHT_NEEDS,
 #ifdef MN_TEST_HOOKS
-                        "; test hooks built in (MN_PREFLIGHT_FAIL_SETUP, MN_PREFLIGHT_EXIT_IN_COLLECTIVE)"
+                        "; test hooks built in (MN_PREFLIGHT_FAIL_SETUP, MN_PREFLIGHT_EXIT_IN_COLLECTIVE, "
+                        "MN_PREFLIGHT_QUIET_ABOVE and others)"
 #else
                         ""
 #endif

@@ -131,6 +131,18 @@ void log_start(const Self& self, double start) { log_moment(self, now_s() - star
 
 void log_end(const Self& self, const char* what) { log_moment(self, 0, what); }
 
+bool quiet_rendezvous(uint32_t world) {
+#ifdef MN_TEST_HOOKS
+    static const uint32_t above = [] {
+        const std::string v = env_or("MN_PREFLIGHT_QUIET_ABOVE");
+        return v.empty() ? kBeatsHalved : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
+    }();
+    return world > above;
+#else
+    return world > kBeatsHalved;
+#endif
+}
+
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
 bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
 bool stalls_pairs(uint32_t rank, bool retest) {

@@ -42,6 +42,8 @@ if [ $integration_only = 0 ]; then
     p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test(s)\./\1/p' "$log")
     f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test(s), listed below:/\1/p' "$log")
     echo "asan $(basename "$log" .log): ${p:-0} passed, ${f:-0} failed"
+    # Which test failed, and its assertion, before any leak report it left.
+    [ "${f:-0}" = 0 ] || grep -B3 '^\[  FAILED  \] [a-z_0-9]*$' "$log" | head -30
     passed=$((passed + ${p:-0}))
     failed=$((failed + ${f:-0}))
     # A sanitizer report ends the program: no CMocka summary at all.

@@ -7,13 +7,18 @@
 // another message, as a rank's), Ready and Result answers. One thread, epoll.
 //
 //   mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S]
-//               [--silent K] [--slow K --delay S] [--flood C] [--json]
+//               [--silent K] [--slow K --delay S] [--flood C] [--quiet-above Q]
+//               [--json]
 //
 //   --silent K   K ranks (spread over the step) stop answering once they
 //                have said hello: no beats, no answers (a stopped process)
 //   --slow K     K ranks answer readiness and the all-reduce --delay S late
 //   --flood C    C strangers connect to MASTER_PORT during the rendezvous
 //                (half say nothing, half send bytes that prove no secret)
+//   --quiet-above Q  the rendezvous is quiet above Q ranks, not 4,096 (rank 0
+//                gets the test hook MN_PREFLIGHT_QUIET_ABOVE): the quiet
+//                rendezvous played with few ranks, where a loaded machine
+//                keeps up
 //
 // Rank 0's own share of the all-reduce is the test hook
 // MN_PREFLIGHT_SIM_SHARE's (nothing here runs a data path), so the build
@@ -22,8 +27,9 @@
 //
 // Prints one line: the verdict, rank 0's phases and cost from its --json
 // "control" object, this process's CPU, and for --silent the time from the
-// silent ranks' last word to the stop word naming them. Exit 0 when the
-// verdict is what the mode expects (PASS; FAIL naming every silent rank).
+// silent ranks' last word to the stop word naming them, and how many
+// healthy ranks the verdict named. Exit 0 when the verdict is what the mode
+// expects (PASS; FAIL naming every silent rank and no other).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -80,14 +86,15 @@ double cpu_s(int who) {
 
 // As helper/check/step.h's beat_period and quiet_rendezvous.
 double beat_period(uint32_t world) { return world > 4096 ? 1.0 : 0.5; }
-bool quiet_rendezvous(uint32_t world) { return world > 4096; }
+uint32_t g_quiet_above = 4096;
+bool quiet_rendezvous(uint32_t world) { return world > g_quiet_above; }
 constexpr std::size_t kMaxHandshakes = 200;  // below the doorway's kMaxWaiting (256)
 
 struct Options {
     std::string preflight;
     uint32_t ranks = 64, tasks = 8;
     double timeout = 30;
-    uint32_t silent = 0, slow = 0, flood = 0;
+    uint32_t silent = 0, slow = 0, flood = 0, quiet_above = 4096;
     double delay = 0.5;
     bool json = false;
 };
@@ -95,7 +102,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "mn-rank-sim: %s\nusage: mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S] "
-                 "[--silent K] [--slow K --delay S] [--flood C] [--json]\n",
+                 "[--silent K] [--slow K --delay S] [--flood C] [--quiet-above Q] [--json]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -116,6 +123,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--slow") o.slow = static_cast<uint32_t>(std::stoul(val()));
         else if (a == "--delay") o.delay = std::stod(val());
         else if (a == "--flood") o.flood = static_cast<uint32_t>(std::stoul(val()));
+        else if (a == "--quiet-above") o.quiet_above = static_cast<uint32_t>(std::stoul(val()));
         else if (a == "--json") o.json = true;
         else usage("unknown argument " + a);
     }
@@ -281,6 +289,7 @@ bool Sim::start_rank0() {
         setenv("LOCAL_RANK", "0", 1);
         setenv("LOCAL_WORLD_SIZE", std::to_string(std::min(o_.tasks, o_.ranks)).c_str(), 1);
         setenv("MN_PREFLIGHT_SIM_SHARE", "1", 1);
+        setenv("MN_PREFLIGHT_QUIET_ABOVE", std::to_string(o_.quiet_above).c_str(), 1);
         unsetenv("SLURM_STEP_NODELIST");
         unsetenv("SLURM_JOB_NODELIST");
         unsetenv("PET_NPROC_PER_NODE");
@@ -635,8 +644,17 @@ int Sim::run() {
             }
         }
     }
+    // Healthy ranks the verdict names ("rank 17: ..."): none may be.
+    uint32_t healthy_named = 0;
+    for (std::size_t at = problems.find("rank "); at != std::string::npos; at = problems.find("rank ", at + 1)) {
+        char* end = nullptr;
+        const unsigned long r = std::strtoul(problems.c_str() + at + 5, &end, 10);
+        if (end != problems.c_str() + at + 5 && *end == ':' && r < o_.ranks && !silent.count(static_cast<uint32_t>(r)))
+            ++healthy_named;
+    }
     const bool expect_pass = o_.silent == 0;
-    const bool ok = expect_pass ? (code == 0 && verdict == "PASS") : (code != 0 && named == o_.silent);
+    const bool ok = expect_pass ? (code == 0 && verdict == "PASS")
+                                : (code != 0 && named == o_.silent && healthy_named == 0);
     const Json c = rep.is_object() && rep.contains("control") ? rep["control"] : Json::object();
     const Json ph = c.value("phases_s", Json::object());
     auto phase = [&](const char* k) { return ph.contains(k) ? ph[k].get<double>() : 0.0; };
@@ -658,6 +676,7 @@ int Sim::run() {
                 {"exit", code},
                 {"verdict", verdict},
                 {"silent_named", named},
+                {"healthy_named", healthy_named},
                 {"wall_s", wall},
                 {"ctl_s", ctl},
                 {"phases_s", ph},
@@ -685,7 +704,9 @@ int Sim::run() {
                     phase("collective"), phase("verdict"), c.value("cpu_s", 0.0),
                     c.value("messages_received", Json(0)).dump().c_str(), c.value("messages_sent", Json(0)).dump().c_str(),
                     sim_cpu, beat_late_);
-        if (o_.silent) std::printf("; silent named %u of %u, %.2f s after they went quiet", named, o_.silent, to_name);
+        if (o_.silent)
+            std::printf("; silent named %u of %u, %.2f s after they went quiet, healthy named %u", named, o_.silent,
+                        to_name, healthy_named);
         std::printf("\n");
         if (!c.value("messages_by_kind", Json::object()).empty())
             std::printf("  rank 0's messages by kind: %s\n", c["messages_by_kind"].dump().c_str());
@@ -705,5 +726,6 @@ int Sim::run() {
 int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
     Options o = parse(argc, argv);
+    g_quiet_above = o.quiet_above;
     return Sim(o).run();
 }
