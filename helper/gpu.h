@@ -127,12 +127,28 @@ struct PairRounds {
     std::string error;
 };
 PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double pause);
+// NCCL's init for the all-reduce to come, started in readiness on a thread
+// of its own as soon as prepare()'s buffers are allocated on these GPUs
+// (their free memory checked first), beside the rest of readiness:
+// run_allreduce() with the same id, ranks and GPUs takes its communicators
+// instead of initialising its own (on 2 H100s the init was 0.4 to 0.6 s
+// after the plan). Once started, the process ends by _exit
+// (nccl_left_open()), whether the all-reduce runs or not.
+struct InitStart {
+    std::vector<int> devices;
+    int nranks = 0, first_rank = 0;
+    std::string id;        // unique_id() of rank 0
+    std::string log_path;  // as AllreduceJob's
+    double deadline_s = 60;
+};
+void start_init(const InitStart& s);
+
 // The kept communicators (job.hold) are never handed back: the check's
 // process ends after its verdict (mn-preflight, or the inline check's
 // child), and its end frees them. ncclCommAbort at the verdict took 0.35 s
 // on 2 H100s, on every rank, before the step could end. True while any are
-// open: the process must then end by _exit, not exit(), whose destructors
-// would race NCCL's threads.
+// open, or once start_init() ran: the process must then end by _exit, not
+// exit(), whose destructors would race NCCL's threads.
 bool nccl_left_open();
 
 // Prolog: every visible GPU takes a context, a 16 MiB allocation and a copy

@@ -407,14 +407,9 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
 // heard at once.
 void start_collective(Step& st, Lead& l) {
     const uint32_t world = st.self.world;
-    l.first_lane.assign(world, 0);
-    uint32_t lanes = 0;
-    for (uint32_t r = 0; r < world; ++r) {
-        l.first_lane[r] = lanes;
-        lanes += l.members[r].hello.lanes;
-    }
-    l.rep.coll.nranks = l.gpu_path ? lanes : world;
-    const std::string id = l.gpu_path ? gpu::unique_id() : "";
+    // Numbered, and NCCL's id made, in readiness (lead_readiness).
+    const uint32_t lanes = l.lanes;
+    const std::string& id = l.nccl_id;
     // Pair rounds on GPUs: between nodes (a color per node pair), then
     // inside nodes (a color per GPU pair), each lane of a rank its color.
     if (l.gpu_path) gpu_pair_plan(st, l);

@@ -314,7 +314,7 @@ MESSAGE(Hello, rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, 
         standby_port, sig, ifname, problems)
 MESSAGE(Beat, stage)
 MESSAGE(Roster, lead, standbys)
-MESSAGE(Prepare, gpu, bytes)
+MESSAGE(Prepare, gpu, bytes, nranks, first_rank, id, nccl)
 MESSAGE(Plan, gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr, next_port,
         leader, members, ring_pos, ring_size, prev, next, colors)
 MESSAGE(PairCue, tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound)

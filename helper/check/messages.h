@@ -29,12 +29,12 @@ const char* stage_name(Stage s);
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
-// message that names both. 4: the rendezvous quiet above 4,096 ranks and
-// pair reports with the strangers at the data port (3: messages in CBOR;
-// 2: key=value text; 1 had one-way proofs). A build of 3 beside one of 4
-// would take the quiet rendezvous for a lost rank 0, or have its pair
-// reports refused: refused at the door, with both named, instead.
-constexpr uint32_t kProtocol = 4;
+// message that names both. 5: NCCL's id and ranks in Prepare (4: the
+// rendezvous quiet above 4,096 ranks and pair reports with the strangers
+// at the data port; 3: messages in CBOR; 2: key=value text; 1 had one-way
+// proofs). A build of 4 beside one of 5 would refuse 5's Prepare as
+// garbled: refused at the door, with both named, instead.
+constexpr uint32_t kProtocol = 5;
 
 // The acceptor -> whoever connected: the protocol, and a fresh nonce. The
 // one message that is not CBOR: key=value lines ("op=challenge", "v=3",
@@ -127,11 +127,19 @@ struct Roster {
     auto tie() const { return std::tie(lead, standbys); }
 };
 
-// Readiness: set up for this path and buffer.
+// Readiness: set up for this path and buffer. On the GPU path also the
+// NCCL ranks and rank 0's unique id, so that NCCL's init starts as soon as
+// this rank's GPUs hold their buffers, beside the rest of readiness (the
+// Plan repeats them).
 struct Prepare {
     bool gpu = false;  // else the CPU path (a TCP ring)
     uint64_t bytes = 0;
-    auto tie() const { return std::tie(gpu, bytes); }
+    int nranks = 0, first_rank = 0;  // GPU path: NCCL ranks in all; this rank's first
+    std::string id;                  // GPU path: NCCL's unique id
+    // Rank 0's NCCL ("2.28.3"): a rank of another release starts no init
+    // with it (their wire protocols may differ); the fingerprints name it.
+    std::string nccl;
+    auto tie() const { return std::tie(gpu, bytes, nranks, first_rank, id, nccl); }
 };
 
 // The collective's go: this rank's part of the plan.

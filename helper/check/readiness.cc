@@ -1,8 +1,11 @@
-// Phase 2, readiness, before any NCCL call: every rank opens its GPUs (or
-// allocates its CPU buffer), checks the buffers the all-reduce will use and
-// tells rank 0. NCCL's init starts only on rank 0's go; on the first
-// failure rank 0 stops every rank and the verdict names that node and GPU
-// at once, instead of the others hanging in NCCL's init until the time-out.
+// Phase 2, readiness: every rank opens its GPUs (or allocates its CPU
+// buffer), checks the buffers the all-reduce will use and tells rank 0. On
+// the first failure rank 0 stops every rank and the verdict names that node
+// and GPU at once, instead of the others hanging in NCCL's init until the
+// time-out. On the GPU path NCCL's init starts here, on a thread, as soon
+// as a rank's buffers are allocated (gpu::start_init): it overlaps the
+// copies, NVML's readings and rank 0's collection instead of following
+// the go; a rank stopped meanwhile ends with it (_exit).
 // Budget: until 0.7 x --timeout.
 #include <algorithm>
 #include <chrono>
@@ -145,7 +148,59 @@ bool choose_path(const Step& st, Lead& l) {
     rep.coll.path = l.gpu_path ? "gpu, NCCL " + st.ga.nccl_version : "cpu, TCP ring on " + rep.nodes[0].ifname;
     rep.coll.bytes = l.bytes;
     rep.coll.iters = static_cast<uint32_t>(l.iters);
+    // NCCL's ranks: each rank's lanes in rank order.
+    l.first_lane.assign(self.world, 0);
+    l.lanes = 0;
+    for (uint32_t r = 0; r < self.world; ++r) {
+        l.first_lane[r] = l.lanes;
+        l.lanes += l.members[r].hello.lanes;
+    }
+    rep.coll.nranks = l.gpu_path ? l.lanes : self.world;
+    if (l.gpu_path) {
+        l.nccl_id = gpu::unique_id();
+        if (l.nccl_id.empty()) {
+            rep.coll.error = "rank 0 could not make NCCL's unique id (ncclGetUniqueId failed on " + rep.nodes[0].host +
+                             "); fix: NCCL_SOCKET_IFNAME must name an interface that is up there";
+            rep.nodes[0].problems.push_back("ncclGetUniqueId failed (NCCL found no interface for its bootstrap)");
+            return false;
+        }
+    }
     return true;
+}
+
+// "2.28" of "2.28.3": NCCL's release, whose wire protocol its patch
+// levels share.
+std::string nccl_release(const std::string& version) { return version.substr(0, version.rfind('.')); }
+
+// This rank's NCCL init, started now if the path is the GPU's (it waits
+// for this rank's buffers on its thread). A rank whose NCCL is another
+// release than rank 0's starts none: the fingerprints fail the check
+// before the go, and no NCCL meets another release's.
+void start_nccl_init(const Step& st, const msg::Prepare& p) {
+    if (!p.gpu || p.id.empty() || st.devices.empty()) return;
+    if (nccl_release(p.nccl) != nccl_release(st.ga.nccl_version)) return;
+    gpu::InitStart s;
+    s.devices = st.devices;
+    s.nranks = p.nranks;
+    s.first_rank = p.first_rank;
+    s.id = p.id;
+    s.log_path = st.nccl_log;
+    s.deadline_s = st.work_end.left();
+    gpu::start_init(s);
+}
+
+// Rank r's Prepare: on the GPU path with its NCCL ranks and the id.
+msg::Prepare prepare_for(const Step& st, const Lead& l, uint32_t r) {
+    msg::Prepare p;
+    p.gpu = l.gpu_path;
+    p.bytes = l.bytes;
+    if (l.gpu_path) {
+        p.nranks = static_cast<int>(l.lanes);
+        p.first_rank = static_cast<int>(l.first_lane[r]);
+        p.id = l.nccl_id;
+        p.nccl = st.ga.nccl_version;
+    }
+    return p;
 }
 
 }  // namespace
@@ -157,6 +212,7 @@ bool serve_readiness(Step& st, Follower& f) {
     const auto* prep = m ? std::get_if<msg::Prepare>(&*m) : nullptr;
     if (!prep) return false;
     set_phase("readiness");
+    if (!setup_fails_on_purpose(st.self.rank)) start_nccl_init(st, *prep);
     const msg::Ready ready = ready_message(st, prep->gpu, prep->bytes);
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
@@ -220,7 +276,16 @@ bool lead_readiness(Step& st, Lead& l) {
     l.hub.stage(msg::Stage::Readiness);
     l.note(0, RankState::Done, "");
     if (!choose_path(st, l)) return false;
-    l.tell_all(msg::Prepare{l.gpu_path, l.bytes}, st.ready_by);
+    if (l.gpu_path) {
+        if (!setup_fails_on_purpose(0)) start_nccl_init(st, prepare_for(st, l, 0));
+        // Each rank its own NCCL ranks, encoded before the first goes out.
+        std::vector<wire::Body> each(st.self.world);
+        for (uint32_t r = 1; r < st.self.world; ++r) each[r] = msg::encode(prepare_for(st, l, r));
+        for (uint32_t r = 1; r < st.self.world; ++r)
+            if (l.members[r].ctl) l.members[r].ctl.send_fields(each[r], st.ready_by);
+    } else {
+        l.tell_all(prepare_for(st, l, 0), st.ready_by);
+    }
     l.node_health.assign(l.rep.nodes.size(), {});
     auto add_health = [&](uint32_t r, const std::vector<GpuReadings>& g) {
         auto& h = l.node_health[l.members[r].node_index];

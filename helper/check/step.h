@@ -377,6 +377,8 @@ struct Lead {
     std::vector<std::vector<std::pair<uint32_t, uint32_t>>> rounds;  // node pair rounds
     std::vector<GpuRound> gpu_rounds;
     std::vector<uint32_t> first_lane;    // each rank's first NCCL rank
+    uint32_t lanes = 0;                  // NCCL ranks in all
+    std::string nccl_id;                 // GPU path: NCCL's unique id, made in readiness
     std::vector<msg::Result> results;    // each rank's collective result
     std::future<msg::Result> own;        // rank 0's own share, on a thread
     std::future<msg::PairReport> own_pair;  // rank 0's side of a CPU pair test, on a thread

@@ -7,9 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <memory>
 #include <mutex>
 #include <utility>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "helper/gpu/lanes.h"
@@ -124,6 +127,67 @@ Communicators init_communicators(const Run& run, const AllreduceJob& job, const 
     out.init_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (out.failure) release(run, out.comms);
     return out;
+}
+
+// NCCL's init started in readiness (start_init), for the run_allreduce()
+// it was started for; one per check.
+struct Early {
+    InitStart what;
+    std::shared_future<Communicators> comms;
+    bool taken = false;
+};
+std::mutex early_mu;
+std::optional<Early> early;
+
+// The early init, on its thread: once prepare() has this rank's buffers
+// in place (their free memory read before NCCL takes its own), one
+// communicator per lane, on the GPUs' primary contexts, as step 2 makes them.
+Communicators early_init(const InitStart& s) {
+    const Libraries& libs = libraries();
+    Run run{libs.cuda, libs.nccl, {}, now_s() + s.deadline_s};
+    run.first_rank = s.first_rank;
+    Communicators out;
+    ncclUniqueId id{};
+    if (!unique_id_from_hex(s.id, id)) {
+        out.failure = Failure{"rank 0 sent no NCCL unique id", true};
+        return out;
+    }
+    if (!lanes_allocated(s.devices, s.deadline_s)) {
+        out.failure = Failure{"NCCL's init did not start: this rank's GPU buffers were not allocated", false};
+        return out;
+    }
+    run.lanes.resize(s.devices.size());
+    for (std::size_t l = 0; l < run.lanes.size(); ++l) {
+        run.lanes[l].dev = s.devices[l];
+        CUdevice d = 0;
+        CUresult r = run.cu.device_get(&d, s.devices[l]);
+        if (r == CUDA_SUCCESS) r = run.cu.ctx_retain(&run.lanes[l].ctx, d);
+        if (r != CUDA_SUCCESS) {
+            out.failure = Failure{describe(s.devices[l]) + ": " + cu_error(r) + " before NCCL's init", false};
+            return out;
+        }
+    }
+    AllreduceJob job;
+    job.devices = s.devices;
+    job.nranks = s.nranks;
+    job.first_rank = s.first_rank;
+    job.log_path = s.log_path;
+    return init_communicators(run, job, id);
+}
+
+// The early init's communicators (settled, or its failure) when `job` is
+// the all-reduce it was started for; none otherwise.
+std::optional<Communicators> take_early(const AllreduceJob& job) {
+    std::shared_future<Communicators> f;
+    {
+        std::lock_guard<std::mutex> g(early_mu);
+        if (!early || early->taken || early->what.id != job.id || early->what.nranks != job.nranks ||
+            early->what.first_rank != job.first_rank || early->what.devices != job.devices)
+            return std::nullopt;
+        early->taken = true;
+        f = early->comms;
+    }
+    return f.get();
 }
 
 // One round on communicators `cs`: `n` floats of each lane's buffer (or
@@ -406,7 +470,8 @@ AllreduceResult run_allreduce(const AllreduceJob& job) {
     if (!unique_id_from_hex(job.id, id)) return fail({"rank 0 sent no NCCL unique id", true});
     // NCCL_DEBUG_FILE=job.log_path was set before NCCL's first call.
     if (auto f = open_lanes(run, job)) return fail(*f);
-    Communicators c = init_communicators(run, job, id);
+    std::optional<Communicators> started = take_early(job);
+    Communicators c = started ? std::move(*started) : init_communicators(run, job, id);
     res.init_seconds = c.init_seconds;
     if (c.failure) return fail(*c.failure);
     std::optional<Failure> f = checked_allreduce(run, c.comms, job, res);
@@ -449,7 +514,36 @@ PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double paus
     return out;
 }
 
+void start_init(const InitStart& s) {
+    auto done = std::make_shared<std::promise<Communicators>>();
+    {
+        std::lock_guard<std::mutex> g(early_mu);
+        if (early) return;
+        early.emplace(Early{s, done->get_future().share()});
+    }
+    try {
+        std::thread([s, done] {
+            Communicators c;
+            try {
+                c = early_init(s);
+            } catch (const std::exception& e) {
+                c.failure = Failure{std::string("NCCL's init: ") + e.what(), false};
+            }
+            done->set_value(std::move(c));
+        }).detach();
+    } catch (const std::system_error&) {
+        // No thread: NCCL's init waits for the plan, as without this.
+        std::lock_guard<std::mutex> g(early_mu);
+        early.reset();
+    }
+}
+
 bool nccl_left_open() {
+    {
+        // Its thread may still be inside NCCL.
+        std::lock_guard<std::mutex> g(early_mu);
+        if (early) return true;
+    }
     std::lock_guard<std::mutex> g(held_mu);
     return held.has_value() || !parked.empty();
 }

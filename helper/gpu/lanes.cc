@@ -1,6 +1,8 @@
 #include "helper/gpu/lanes.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -12,11 +14,16 @@
 namespace mn::gpu {
 namespace {
 
-// What prepare() set up, for run_allreduce().
+// What prepare() set up, for run_allreduce(); and how far it is, for an
+// early NCCL init (lanes_allocated).
 struct Prepared {
     std::mutex mu;
+    std::condition_variable cv;
     std::vector<Lane> lanes;
     std::size_t bytes = 0;
+    std::vector<int> opening;  // the devices prepare() opens
+    std::size_t allocated = 0;  // of them, with their buffers and memory checked
+    bool failed = false;        // one could not be
 };
 
 Prepared& prepared() {
@@ -29,16 +36,11 @@ Prepared& prepared() {
 // holds).
 constexpr std::size_t kNcclHeadroom = std::size_t(1) << 30;
 
-// A copy there and back of a pattern, checked; then the memory left.
-std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes, uint32_t pattern) {
-    std::vector<float> tile(kPatternTile);
-    fill_pattern(tile, pattern);
-    CUresult r = put_tiles(cu, ln, bytes, tile);
-    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
-    if (std::string bad = get_tiles(cu, ln, bytes, tile); !bad.empty())
-        return describe(ln.dev) + ": a copy there and back: " + bad;
+// The memory left beside the check's buffers: read before NCCL's init
+// (which may start as soon as this passes) takes its own.
+std::string check_headroom(const Cuda& cu, const Lane& ln) {
     std::size_t free_b = 0, total_b = 0;
-    r = cu.mem_info(&free_b, &total_b);
+    CUresult r = cu.mem_info(&free_b, &total_b);
     if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " reading its free memory";
     if (free_b < kNcclHeadroom)
         return describe(ln.dev) + ": only " + std::to_string(free_b >> 20) + " MiB of " + std::to_string(total_b >> 20) +
@@ -47,9 +49,28 @@ std::string check_lane(const Cuda& cu, const Lane& ln, std::size_t bytes, uint32
     return "";
 }
 
+// A copy there and back of a pattern, checked.
+std::string check_copy(const Cuda& cu, const Lane& ln, std::size_t bytes, uint32_t pattern) {
+    std::vector<float> tile(kPatternTile);
+    fill_pattern(tile, pattern);
+    CUresult r = put_tiles(cu, ln, bytes, tile);
+    if (r != CUDA_SUCCESS) return describe(ln.dev) + ": " + cu_error(r) + " copying to the GPU";
+    if (std::string bad = get_tiles(cu, ln, bytes, tile); !bad.empty())
+        return describe(ln.dev) + ": a copy there and back: " + bad;
+    return "";
+}
+
+// prepare()'s lane `ln` has its buffers (ok) or could not have them.
+void note_allocated(bool ok) {
+    std::lock_guard<std::mutex> g(prepared().mu);
+    ++prepared().allocated;
+    if (!ok) prepared().failed = true;
+    prepared().cv.notify_all();
+}
+
 }  // namespace
 
-std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern) {
+std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern, bool for_prepare) {
     const Cuda& cu = libraries().cuda;
     CUdevice d = 0;
     CUresult r = cu.device_get(&d, ln.dev);
@@ -60,18 +81,29 @@ std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern) {
     if (r == CUDA_SUCCESS) r = cu.event_create(&ln.t1, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.vote, kVoteFloats * sizeof(float));
     if (r == CUDA_SUCCESS) r = cu.mem_alloc(&ln.buf, bytes);
+    std::string e;
     if (r != CUDA_SUCCESS)
-        return describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) +
-               " MiB";
+        e = describe(ln.dev) + ": " + cu_error(r) + " opening it and allocating " + std::to_string(bytes >> 20) + " MiB";
+    if (e.empty()) e = check_headroom(cu, ln);
+    if (for_prepare) note_allocated(e.empty());
+    if (!e.empty()) return e;
     // Pinned: 1 GiB there and back from pageable memory took about 0.3 s
     // of readiness on H100; none (no such call, or no memory to pin) is
     // only slower.
     if (cu.host_alloc && cu.host_alloc(&ln.stage, kStageTiles * kPatternTile * sizeof(float), CU_MEMHOSTALLOC_PORTABLE) !=
                              CUDA_SUCCESS)
         ln.stage = nullptr;
-    std::string e = check_lane(cu, ln, bytes, pattern);
+    e = check_copy(cu, ln, bytes, pattern);
     if (e.empty()) ln.pattern = pattern;
     return e;
+}
+
+bool lanes_allocated(const std::vector<int>& devices, double seconds) {
+    std::unique_lock<std::mutex> g(prepared().mu);
+    Prepared& p = prepared();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    p.cv.wait_until(g, until, [&] { return p.opening == devices && (p.failed || p.allocated == devices.size()); });
+    return p.opening == devices && !p.failed && p.allocated == devices.size();
 }
 
 std::vector<Lane> prepared_lanes(const std::vector<int>& devices, std::size_t bytes) {
@@ -164,6 +196,13 @@ std::string prepare(const std::vector<int>& devs, std::size_t bytes, uint32_t fi
     if (!libraries().loaded) return libraries().why;
     // NVML's init beside the GPUs' opening: health() reads right after.
     start_health();
+    {
+        std::lock_guard<std::mutex> g(prepared().mu);
+        prepared().opening = devs;
+        prepared().allocated = 0;
+        prepared().failed = false;
+        prepared().cv.notify_all();
+    }
     // Each GPU on its own thread (a context, its buffer written and read
     // back): a node's GPUs cost the slowest one's time, not their sum.
     std::vector<Lane> lanes(devs.size());
@@ -171,7 +210,7 @@ std::string prepare(const std::vector<int>& devs, std::size_t bytes, uint32_t fi
     for (std::size_t l = 0; l < devs.size(); ++l) {
         lanes[l].dev = devs[l];
         opened.push_back(std::async(std::launch::async, [&lanes, l, bytes, first_pattern] {
-            return open_lane(lanes[l], bytes, first_pattern + static_cast<uint32_t>(l));
+            return open_lane(lanes[l], bytes, first_pattern + static_cast<uint32_t>(l), true);
         }));
     }
     std::string first;

@@ -26,11 +26,18 @@ struct Lane {
     int64_t pattern = -1;  // the fill_pattern position its buffer holds, -1 none
 };
 
-// Opens `ln.dev`, allocates `bytes` there, checks a copy there and back
-// (of fill_pattern(`pattern`), which the buffer then holds) and that
-// enough memory stays free for NCCL. "" when ready, else what failed,
-// naming the GPU.
-std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern);
+// Opens `ln.dev`, allocates `bytes` there, checks that enough memory stays
+// free for NCCL and a copy there and back (of fill_pattern(`pattern`),
+// which the buffer then holds). "" when ready, else what failed, naming
+// the GPU. `for_prepare`: one of prepare()'s lanes, counted for
+// lanes_allocated() once its memory is checked.
+std::string open_lane(Lane& ln, std::size_t bytes, uint32_t pattern, bool for_prepare = false);
+
+// Waits up to `seconds` for prepare() on exactly these devices to have
+// allocated every lane's buffers and checked its free memory: NCCL's init
+// may start then (its own memory no longer in the way of the check), beside
+// the copies. False when one could not, or not in time.
+bool lanes_allocated(const std::vector<int>& devices, double seconds);
 
 // The lanes prepare() opened when they are these devices with at least
 // `bytes`, else none.

@@ -286,7 +286,7 @@ void built_messages(const std::string& bytes) {
     round_trip(msg::Knock{static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint32_t>(s.bits(32)), s.text()},
                "Knock");
     round_trip(hello_from(s), "Hello");
-    round_trip(msg::Prepare{s.flag(), s.bits(64)}, "Prepare");
+    round_trip(msg::Prepare{s.flag(), s.bits(64), s.integer(), s.integer(), s.text(), s.text()}, "Prepare");
     round_trip(plan_from(s), "Plan");
     msg::PairCue q{s.text(), static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint16_t>(s.bits(16)), s.flag(),
                    s.bits(64), s.integer(), s.real(), s.real()};

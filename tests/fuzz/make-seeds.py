@@ -144,7 +144,7 @@ result_gpu = dict(result_cpu, seconds=0.00042, init=1.25, passes=None, transport
 knock = {"version": 3, "purpose": "control", "rank": 1, "nonce": "cd" * 16}
 messages = {
     "hello": {"Hello": hello}, "hello-gpu": {"Hello": gpu_hello},
-    "prepare": {"Prepare": {"gpu": False, "bytes": 4194304}},
+    "prepare": {"Prepare": {"gpu": False, "bytes": 4194304, "nranks": 0, "first_rank": 0, "id": "", "nccl": ""}},
     "plan": {"Plan": cpu_plan}, "plan-gpu": {"Plan": gpu_plan},
     "pair-cue": {"PairCue": {"tag": "pair:0:0", "peer": 1, "peer_addr": "10.250.0.11", "peer_port": 41236,
                              "connect": True, "bytes": 1048576, "iters": 3, "budget": 4.5, "time_bound": 0.4}},
@@ -182,7 +182,7 @@ messages = {
 }
 for name, body in messages.items():
     put("wire", name, frame(body))
-challenge = b"op=challenge\nv=4\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
+challenge = b"op=challenge\nv=5\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
 for name, data in {"challenge": frame(challenge),
                    "challenge-v2": frame(b"nonce=9f86d081884c7d659a2feaa0c55ad015\nop=challenge\nv=2\n"),
                    "v2-hello": frame(b"data_port=41234\nlabel=node1\nop=hello\nrank=1\n"),
