@@ -127,21 +127,15 @@ struct PairRounds {
     std::string error;
 };
 PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double pause);
-// NCCL's init for the all-reduce to come, started in readiness on a thread
-// of its own as soon as prepare()'s buffers are allocated on these GPUs
-// (their free memory checked first), beside the rest of readiness:
-// run_allreduce() with the same id, ranks and GPUs takes its communicators
-// instead of initialising its own (on 2 H100s the init was 0.4 to 0.6 s
-// after the plan). Once started, the process ends by _exit
-// (nccl_left_open()), whether the all-reduce runs or not.
-struct InitStart {
-    std::vector<int> devices;
-    int nranks = 0, first_rank = 0;
-    std::string id;        // unique_id() of rank 0
-    std::string log_path;  // as AllreduceJob's
-    double deadline_s = 60;
-};
-void start_init(const InitStart& s);
+// NCCL's init for the all-reduce to come (job's devices, nranks,
+// first_rank, id, log_path and deadline_s; the rest unused), started in
+// readiness on a thread of its own as soon as prepare()'s buffers are
+// allocated on these GPUs (their free memory checked first), beside the
+// rest of readiness: run_allreduce() with the same id, ranks and GPUs
+// takes its communicators instead of initialising its own (on 2 H100s the
+// init was 0.4 to 0.6 s after the plan). Once started, the process ends by
+// _exit (nccl_left_open()), whether the all-reduce runs or not.
+void start_init(const AllreduceJob& job);
 
 // The kept communicators (job.hold) are never handed back: the check's
 // process ends after its verdict (mn-preflight, or the inline check's

@@ -228,11 +228,7 @@ namespace {
 // This rank's part of the all-reduce on GPUs: NCCL, every lane.
 msg::Result gpu_share(const msg::Plan& p, const Step& st) {
     set_phase("NCCL init and all-reduce");
-    gpu::AllreduceJob job;
-    job.devices = st.devices;
-    job.nranks = p.nranks;
-    job.first_rank = p.first_rank;
-    job.id = p.id;
+    gpu::AllreduceJob job = nccl_job(st, p.nranks, p.first_rank, p.id);
     job.bytes = p.bytes;
     job.warmup = p.warmup;
     job.iters = p.iters;
@@ -240,8 +236,6 @@ msg::Result gpu_share(const msg::Plan& p, const Step& st) {
     job.pair_budget = p.pair_budget;
     job.pair_bytes = p.pair_bytes;
     job.pair_colors = p.colors;
-    job.log_path = st.nccl_log;
-    job.deadline_s = st.work_end.left();
     job.hold = true;  // for the retests (pairs.cc); released at rank 0's word
     job.pair_pause = stalls_pairs(st.self.rank, false) ? kStall : 0;
     auto r = gpu::run_allreduce(job);
@@ -345,6 +339,17 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
 
 }  // namespace
 
+gpu::AllreduceJob nccl_job(const Step& st, int nranks, int first_rank, const std::string& id) {
+    gpu::AllreduceJob job;
+    job.devices = st.devices;
+    job.nranks = nranks;
+    job.first_rank = first_rank;
+    job.id = id;
+    job.log_path = st.nccl_log;
+    job.deadline_s = st.work_end.left();
+    return job;
+}
+
 msg::Result run_share(const msg::Plan& plan, Step& st) {
     if (exits_on_purpose(st.self.rank)) {
         std::fprintf(stderr, "mn-preflight: %s rank %u: ending on purpose as the collective starts "
@@ -369,7 +374,7 @@ namespace {
 
 // Each rank's part of the plan: its lanes' first NCCL rank, its ring
 // neighbour, its lanes' colors in the GPU pair rounds.
-msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, const std::string& id) {
+msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r) {
     msg::Plan p;
     p.gpu = l.gpu_path;
     p.bytes = l.bytes;
@@ -378,9 +383,9 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
     p.budget = st.budget.collective;
     p.pair_budget = st.budget.pair;
     p.pair_bytes = l.pair_bytes;
-    p.nranks = static_cast<int>(lanes);
+    p.nranks = static_cast<int>(l.lanes);
     p.first_rank = static_cast<int>(l.first_lane[r]);
-    p.id = id;
+    p.id = l.nccl_id;  // made in readiness (lead_readiness)
     // CPU path: the node's leader is its lowest rank; the leaders ring in
     // node order.
     const auto& nodes = l.rep.nodes;
@@ -406,19 +411,11 @@ msg::Plan plan_for(const Step& st, const Lead& l, uint32_t r, uint32_t lanes, co
 // collection of the others' reports, so that a failing or stuck rank is
 // heard at once.
 void start_collective(Step& st, Lead& l) {
-    const uint32_t world = st.self.world;
-    // Numbered, and NCCL's id made, in readiness (lead_readiness).
-    const uint32_t lanes = l.lanes;
-    const std::string& id = l.nccl_id;
     // Pair rounds on GPUs: between nodes (a color per node pair), then
     // inside nodes (a color per GPU pair), each lane of a rank its color.
     if (l.gpu_path) gpu_pair_plan(st, l);
     set_phase(l.gpu_path ? "NCCL init and all-reduce" : "ring connect");
-    // Every plan encoded before the first goes out: a rank that has its
-    // plan starts work and competes with this loop for the CPU.
-    std::vector<wire::Body> plans(world);
-    for (uint32_t r = 1; r < world; ++r) plans[r] = msg::encode(plan_for(st, l, r, lanes, id));
-    for (uint32_t r = 1; r < world; ++r) l.members[r].ctl.send_fields(plans[r], st.end);
+    l.tell_each([&](uint32_t r) { return plan_for(st, l, r); }, st.end);
     auto own = std::make_shared<std::promise<msg::Result>>();
     l.own = own->get_future();
     if (shares_simulated()) {
@@ -428,7 +425,7 @@ void start_collective(Step& st, Lead& l) {
         own->set_value(r);
         return;
     }
-    auto t = start_thread("rank 0's share of the all-reduce", [own, plan = plan_for(st, l, 0, lanes, id), &st] {
+    auto t = start_thread("rank 0's share of the all-reduce", [own, plan = plan_for(st, l, 0), &st] {
         try {
             own->set_value(run_share(plan, st));
         } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include <set>
 
 #include "helper/check/step.h"
+#include "lib/check/fingerprint.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/check/gpu_health.h"
 #include "lib/util/text.h"
@@ -168,25 +169,15 @@ bool choose_path(const Step& st, Lead& l) {
     return true;
 }
 
-// "2.28" of "2.28.3": NCCL's release, whose wire protocol its patch
-// levels share.
-std::string nccl_release(const std::string& version) { return version.substr(0, version.rfind('.')); }
-
 // This rank's NCCL init, started now if the path is the GPU's (it waits
 // for this rank's buffers on its thread). A rank whose NCCL is another
 // release than rank 0's starts none: the fingerprints fail the check
-// before the go, and no NCCL meets another release's.
+// before the go, and no NCCL meets another release's. Nor does a rank the
+// set-up hook fails, as a rank whose buffers could not be had.
 void start_nccl_init(const Step& st, const msg::Prepare& p) {
-    if (!p.gpu || p.id.empty() || st.devices.empty()) return;
-    if (nccl_release(p.nccl) != nccl_release(st.ga.nccl_version)) return;
-    gpu::InitStart s;
-    s.devices = st.devices;
-    s.nranks = p.nranks;
-    s.first_rank = p.first_rank;
-    s.id = p.id;
-    s.log_path = st.nccl_log;
-    s.deadline_s = st.work_end.left();
-    gpu::start_init(s);
+    if (!p.gpu || p.id.empty() || st.devices.empty() || setup_fails_on_purpose(st.self.rank)) return;
+    if (!same_release(p.nccl, st.ga.nccl_version)) return;
+    gpu::start_init(nccl_job(st, p.nranks, p.first_rank, p.id));
 }
 
 // Rank r's Prepare: on the GPU path with its NCCL ranks and the id.
@@ -212,7 +203,7 @@ bool serve_readiness(Step& st, Follower& f) {
     const auto* prep = m ? std::get_if<msg::Prepare>(&*m) : nullptr;
     if (!prep) return false;
     set_phase("readiness");
-    if (!setup_fails_on_purpose(st.self.rank)) start_nccl_init(st, *prep);
+    start_nccl_init(st, *prep);
     const msg::Ready ready = ready_message(st, prep->gpu, prep->bytes);
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
@@ -276,16 +267,10 @@ bool lead_readiness(Step& st, Lead& l) {
     l.hub.stage(msg::Stage::Readiness);
     l.note(0, RankState::Done, "");
     if (!choose_path(st, l)) return false;
-    if (l.gpu_path) {
-        if (!setup_fails_on_purpose(0)) start_nccl_init(st, prepare_for(st, l, 0));
-        // Each rank its own NCCL ranks, encoded before the first goes out.
-        std::vector<wire::Body> each(st.self.world);
-        for (uint32_t r = 1; r < st.self.world; ++r) each[r] = msg::encode(prepare_for(st, l, r));
-        for (uint32_t r = 1; r < st.self.world; ++r)
-            if (l.members[r].ctl) l.members[r].ctl.send_fields(each[r], st.ready_by);
-    } else {
-        l.tell_all(prepare_for(st, l, 0), st.ready_by);
-    }
+    start_nccl_init(st, prepare_for(st, l, 0));
+    // The GPU path: each rank its own NCCL ranks; the CPU path: one message.
+    if (l.gpu_path) l.tell_each([&](uint32_t r) { return prepare_for(st, l, r); }, st.ready_by);
+    else l.tell_all(prepare_for(st, l, 0), st.ready_by);
     l.node_health.assign(l.rep.nodes.size(), {});
     auto add_health = [&](uint32_t r, const std::vector<GpuReadings>& g) {
         auto& h = l.node_health[l.members[r].node_index];

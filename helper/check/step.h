@@ -406,6 +406,16 @@ struct Lead {
         for (uint32_t r = 1; r < members.size(); ++r)
             if (members[r].ctl) members[r].ctl.send_fields(f, d);
     }
+    // Sends each rank but 0 its own message, make(rank): every one encoded
+    // before the first goes out, since a rank that has its message starts
+    // work and competes with this loop for the CPU.
+    template <typename Make>
+    void tell_each(Make make, const Deadline& d) {
+        std::vector<wire::Body> each(members.size());
+        for (uint32_t r = 1; r < members.size(); ++r) each[r] = msg::encode(make(r));
+        for (uint32_t r = 1; r < members.size(); ++r)
+            if (members[r].ctl) members[r].ctl.send_fields(each[r], d);
+    }
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
     // A rank lost while rank 0 waited in stage s: its fault, the others
@@ -524,6 +534,10 @@ bool lead_readiness(Step& st, Lead& l);     // rank 0: go, or the failure that s
 bool serve_collective(Step& st, Follower& f);
 bool lead_collective(Step& st, Lead& l);
 msg::Result run_share(const msg::Plan& plan, Step& st);  // this rank's part of the all-reduce
+// This rank's NCCL part of an all-reduce: its GPUs, its NCCL ranks, the
+// id, NCCL's log and the work's deadline (readiness' early init and the
+// collective's job both start from it).
+gpu::AllreduceJob nccl_job(const Step& st, int nranks, int first_rank, const std::string& id);
 // pairs.cc
 void gpu_pair_plan(const Step& st, Lead& l);  // fills l.gpu_rounds: per round, each lane's color
 // Rank r's lanes' colors in each of `rounds` (a plan's or a retest's).

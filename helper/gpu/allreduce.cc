@@ -132,7 +132,7 @@ Communicators init_communicators(const Run& run, const AllreduceJob& job, const 
 // NCCL's init started in readiness (start_init), for the run_allreduce()
 // it was started for; one per check.
 struct Early {
-    InitStart what;
+    AllreduceJob what;
     std::shared_future<Communicators> comms;
     bool taken = false;
 };
@@ -142,7 +142,7 @@ std::optional<Early> early;
 // The early init, on its thread: once prepare() has this rank's buffers
 // in place (their free memory read before NCCL takes its own), one
 // communicator per lane, on the GPUs' primary contexts, as step 2 makes them.
-Communicators early_init(const InitStart& s) {
+Communicators early_init(const AllreduceJob& s) {
     const Libraries& libs = libraries();
     Run run{libs.cuda, libs.nccl, {}, now_s() + s.deadline_s};
     run.first_rank = s.first_rank;
@@ -167,12 +167,7 @@ Communicators early_init(const InitStart& s) {
             return out;
         }
     }
-    AllreduceJob job;
-    job.devices = s.devices;
-    job.nranks = s.nranks;
-    job.first_rank = s.first_rank;
-    job.log_path = s.log_path;
-    return init_communicators(run, job, id);
+    return init_communicators(run, s, id);
 }
 
 // The early init's communicators (settled, or its failure) when `job` is
@@ -514,7 +509,7 @@ PairRounds retest_pairs(const std::vector<std::vector<int>>& rounds, double paus
     return out;
 }
 
-void start_init(const InitStart& s) {
+void start_init(const AllreduceJob& s) {
     auto done = std::make_shared<std::promise<Communicators>>();
     {
         std::lock_guard<std::mutex> g(early_mu);

@@ -295,7 +295,11 @@ std::string release(const std::string& v) {
     return p ? std::to_string(p->major) + "." + std::to_string(p->minor) : v;
 }
 
+}  // namespace
+
 bool same_release(const std::string& a, const std::string& b) { return release(a) == release(b); }
+
+namespace {
 
 std::string hosts_text(const std::vector<Fingerprint>& nodes, const std::vector<uint32_t>& idx) {
     std::string out;

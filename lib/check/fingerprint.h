@@ -30,6 +30,9 @@ struct Version {
 // "2.28.9", "2.28.9+cuda12.4", "12.4", torch's "(2, 21, 5)"; none when
 // the text is not a version.
 std::optional<Version> parse_version(const std::string& s);
+// Whether two versions are one release (major.minor: "2.28.9" and
+// "2.28.3"), what NCCL's wire protocol goes by.
+bool same_release(const std::string& a, const std::string& b);
 
 // The libibverbs provider a file of its provider directory or of
 // /etc/libibverbs.d gives: "libmlx5-rdmav34.so" -> "mlx5", "mlx5.driver"

@@ -43,6 +43,16 @@ static void versions_parse_in_every_spelling(void**) {
         if (parse_version(bad)) fail_msg("'%s' parsed", bad);
 }
 
+// NCCL's release: a rank of another one starts no early init with rank
+// 0's (readiness), as the fingerprints fail it.
+static void a_release_is_major_and_minor(void**) {
+    assert_true(same_release("2.28.9", "2.28.3"));
+    assert_true(same_release("2.20.3+cuda12.4", "2.20.5"));
+    assert_false(same_release("2.28.9", "2.27.9"));
+    assert_false(same_release("2.28.9", ""));
+    assert_true(same_release("", ""));
+}
+
 static void verbs_providers_from_files_and_drivers(void**) {
     assert_str(verbs_provider_of_file("libmlx5-rdmav34.so"), "mlx5");
     assert_str(verbs_provider_of_file("libvmw_pvrdma-rdmav34.so"), "vmw_pvrdma");
@@ -458,6 +468,7 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(nccl_version_codes_old_and_new),
         cmocka_unit_test(versions_parse_in_every_spelling),
+        cmocka_unit_test(a_release_is_major_and_minor),
         cmocka_unit_test(verbs_providers_from_files_and_drivers),
         cmocka_unit_test(net_plugin_read_from_nccl_log),
         cmocka_unit_test(encode_decode_round_trip),
