@@ -10,11 +10,13 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <system_error>
@@ -100,14 +102,47 @@ Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound) 
     return fd;
 }
 
+namespace {
+
+// An abstract socket's address: a NUL, then the name.
+socklen_t local_address(const std::string& name, sockaddr_un& sa) {
+    sa = sockaddr_un{};
+    sa.sun_family = AF_UNIX;
+    const std::size_t n = std::min(name.size(), sizeof sa.sun_path - 1);
+    std::memcpy(sa.sun_path + 1, name.data(), n);
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+}  // namespace
+
+Outcome<Fd> listen_local(const std::string& name) {
+    Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd) return Problem{"cannot open a local socket: " + errtext(), resource_fix(errno)};
+    sockaddr_un sa{};
+    const socklen_t len = local_address(name, sa);
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0)
+        return Problem{"cannot listen on the local socket @" + name + ": " + errtext(), ""};
+    if (::listen(fd.get(), 1024) != 0) return Problem{"listen: " + errtext(), ""};
+    fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
 Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer) {
     while (true) {
-        sockaddr_in sa{};
-        socklen_t len = sizeof sa;
-        int c = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC);
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        int c = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC);
         if (c >= 0) {
             tune(c);
-            if (peer) {
+            if (peer && ss.ss_family == AF_UNIX) {
+                // Whose process, for the strangers' summary: the kernel's word.
+                ucred cred{};
+                socklen_t cl = sizeof cred;
+                *peer = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0
+                            ? "local uid " + std::to_string(cred.uid)
+                            : "local";
+            } else if (peer) {
+                const auto& sa = reinterpret_cast<const sockaddr_in&>(ss);
                 char buf[INET_ADDRSTRLEN] = {0};
                 inet_ntop(AF_INET, &sa.sin_addr, buf, sizeof buf);
                 *peer = buf;
@@ -150,6 +185,25 @@ Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& 
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return Problem{"cannot connect to " + addr + ":" + std::to_string(port) + " (" + last + ")", ""};
+}
+
+Outcome<Fd> connect_to(const std::string& addr, uint16_t port, const Deadline& d) {
+    if (addr.empty() || addr[0] != '@') return connect_tcp(addr, port, d);
+    sockaddr_un sa{};
+    const socklen_t len = local_address(addr.substr(1), sa);
+    std::string last = "timed out";
+    while (!d.passed()) {
+        Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (!fd) return Problem{"cannot open a local socket: " + errtext(), resource_fix(errno)};
+        if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+            tune(fd.get());
+            return fd;
+        }
+        last = errtext();
+        // Not listening yet: the node's leader may start after this rank.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return Problem{"cannot connect to the local socket " + addr + " (" + last + ")", ""};
 }
 
 bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, void* recv, std::size_t recv_n,

@@ -54,10 +54,18 @@ private:
 // Listens on addr:port (addr "" = every address, port 0 = any); *bound gets
 // the port.
 Outcome<Fd> listen_tcp(const std::string& addr, uint16_t port, uint16_t* bound);
-// Accepts one connection; *peer gets its address.
+// Listens on the abstract local socket `name` (Linux's abstract namespace:
+// no file, gone with the socket; one per network namespace). A node's ranks
+// reach their node's leader there (helper/check/node.cc).
+Outcome<Fd> listen_local(const std::string& name);
+// Accepts one connection; *peer gets its address (a local socket's peer:
+// "local uid N").
 Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer);
 // Connects, retrying while the peer is not listening yet.
 Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d);
+// addr "@NAME": the abstract local socket NAME (port unused), retried as
+// connect_tcp is while nobody listens yet; else connect_tcp.
+Outcome<Fd> connect_to(const std::string& addr, uint16_t port, const Deadline& d);
 
 bool send_all(int fd, const void* data, std::size_t n, const Deadline& d);
 bool recv_all(int fd, void* data, std::size_t n, const Deadline& d);

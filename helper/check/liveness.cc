@@ -164,13 +164,104 @@ namespace {
 struct Watch {
     std::map<uint32_t, Line*> lines;
     std::map<uint32_t, double> heard;  // the ranks still watched: when last heard
+    // Who speaks for each rank: itself on its own line, or its node's
+    // leader, whose Relayed parts are taken for that rank only; and each
+    // leader's ranks, which go with it.
+    std::map<uint32_t, uint32_t> owner;
+    std::map<uint32_t, std::vector<uint32_t>> speaks_for;
 };
 
 // What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
-enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kBeatOut, kKinds };
-const char* const kKindName[kKinds] = {"Beat", "Superseded", "Ready", "Result", "PairReport", "GpuRetestReport",
-                                       "Beat out"};
+enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kRelayed, kBeatOut, kKinds };
+const char* const kKindName[kKinds] = {"Beat",    "Superseded", "Ready", "Result", "PairReport", "GpuRetestReport",
+                                       "Relayed", "Beat out"};
 std::atomic<uint64_t> g_by_kind[kKinds];
+
+void push(Hub::State& s, Heard h) {
+    std::lock_guard<std::mutex> g(s.mu);
+    s.q.push_back(std::move(h));
+    s.cv.notify_all();
+}
+
+[[noreturn]] void superseded(const Self& self, bool json, const msg::Superseded* sup);
+
+// What a leader said for its node's ranks: each part taken as that rank's
+// own message (or end), if the leader speaks for it. A leader that
+// claims a rank it does not speak for, or carries what does not decode,
+// is at fault itself.
+void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t leader, const msg::Relayed& rel) {
+    // Queued together: one wake-up of rank 0's phase for the lot.
+    std::vector<Heard> heard;
+    heard.reserve(rel.parts.size());
+    for (const msg::Carried& c : rel.parts) {
+        Heard h;
+        h.rank = c.rank;
+        const auto owner = w.owner.find(c.rank);
+        const bool speaks = owner != w.owner.end() && owner->second == leader;
+        if (c.what == "hello") {
+            auto hello = msg::decode<msg::Hello>(c.body.bytes);
+            if (owner != w.owner.end() || c.rank == 0 || c.rank >= self.world || !hello || hello->rank != c.rank)
+                continue;  // came already, or not a rank of the step: the rendezvous never hears it
+            w.owner[c.rank] = leader;
+            w.speaks_for[leader].push_back(c.rank);
+            h.joined = std::move(hello.value());
+            h.via = leader;
+        } else if (!speaks) {
+            continue;
+        } else if (c.what == "gone") {
+            h.error = c.error;
+            h.silent = c.silent;
+        } else {
+            auto m = msg::decode_from_rank(c.body.bytes);
+            if (m) g_by_kind[m.value().index()].fetch_add(1, std::memory_order_relaxed);
+            if (m && (std::holds_alternative<msg::Beat>(m.value()) || std::holds_alternative<msg::Relayed>(m.value())))
+                continue;
+            if (const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr) superseded(self, json, sup);
+            if (m) h.msg = std::move(m.value());
+            else {
+                h.garbled = true;
+                h.error = m.problem().text();
+            }
+        }
+        if (!h.msg && !h.joined) w.owner.erase(c.rank);  // gone: said once
+        heard.push_back(std::move(h));
+    }
+    if (heard.empty()) return;
+    std::lock_guard<std::mutex> g(s.mu);
+    for (Heard& h : heard) s.q.push_back(std::move(h));
+    s.cv.notify_all();
+}
+
+// This process was stopped or cut off while the others ended the check:
+// their verdict stands, and this rank says nothing more.
+[[noreturn]] void superseded(const Self& self, bool json, const msg::Superseded* sup) {
+    std::fprintf(stderr, "mn-preflight: %s rank 0: the check ended without this rank (it was stopped or cut "
+                         "off); rank %u on %s gave the verdict\n",
+                 self.label.c_str(), sup->by, sup->by_label.c_str());
+    if (!json)
+        std::printf("superseded: rank %u on %s gave the verdict (exit %d)\n", sup->by, sup->by_label.c_str(), sup->code);
+    // Nobody waits on this rank any more: no NCCL abort (racing the
+    // resumed main thread inside NCCL crashed the process on an H100),
+    // just the verdict's code.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(sup->code);
+}
+
+// A line's end (or silence): the ranks its leader spoke for go with it.
+void lose(Hub::State& s, Watch& w, Heard h) {
+    w.heard.erase(h.rank);
+    if (auto it = w.owner.find(h.rank); it != w.owner.end() && it->second == h.rank) w.owner.erase(it);
+    if (auto it = w.speaks_for.find(h.rank); it != w.speaks_for.end()) {
+        for (uint32_t m : it->second)
+            if (auto o = w.owner.find(m); o != w.owner.end() && o->second == h.rank) {
+                h.carried.push_back(m);
+                w.owner.erase(o);
+            }
+        w.speaks_for.erase(it);
+    }
+    push(s, std::move(h));
+}
 
 // A rank's message (or end), as the hub thread takes it.
 void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire::Mux::Event& e) {
@@ -184,21 +275,13 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
             w.heard[r] = now_s();
             return;
         }
+        if (const auto* rel = m ? std::get_if<msg::Relayed>(&m.value()) : nullptr) {
+            w.heard[r] = now_s();
+            take_relayed(s, w, self, json, r, *rel);
+            return;
+        }
         if (const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr) {
-            // This process was stopped or cut off while the others ended the
-            // check: their verdict stands, and this rank says nothing more.
-            std::fprintf(stderr, "mn-preflight: %s rank 0: the check ended without this rank (it was stopped or cut "
-                                 "off); rank %u on %s gave the verdict\n",
-                         self.label.c_str(), sup->by, sup->by_label.c_str());
-            if (!json)
-                std::printf("superseded: rank %u on %s gave the verdict (exit %d)\n", sup->by, sup->by_label.c_str(),
-                            sup->code);
-            // Nobody waits on this rank any more: no NCCL abort (racing the
-            // resumed main thread inside NCCL crashed the process on an
-            // H100), just the verdict's code.
-            std::fflush(stdout);
-            std::fflush(stderr);
-            _exit(sup->code);
+            superseded(self, json, sup);
         }
         if (m) {
             w.heard[r] = now_s();
@@ -210,10 +293,8 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
     } else {
         h.error = e.error;
     }
-    if (!h.msg) w.heard.erase(r);  // gone: said once
-    std::lock_guard<std::mutex> g(s.mu);
-    s.q.push_back(std::move(h));
-    s.cv.notify_all();
+    if (!h.msg) return lose(s, w, std::move(h));  // gone: said once
+    push(s, std::move(h));
 }
 
 // A beat is due on `line` unless another message went out on it within
@@ -243,14 +324,11 @@ void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat
             else silent.push_back(r);
         }
     for (uint32_t r : silent) {
-        w.heard.erase(r);
         Heard h;
         h.rank = r;
         h.silent = true;
         h.error = "nothing heard from it for " + num(kSilence, -1) + " s";
-        std::lock_guard<std::mutex> g(s.mu);
-        s.q.push_back(std::move(h));
-        s.cv.notify_all();
+        lose(s, w, std::move(h));
     }
 }
 
@@ -272,6 +350,7 @@ struct HubRun {
             for (auto& [r, line] : s->arrived) {
                 w.lines[r] = line;
                 w.heard[r] = now_s();
+                w.owner[r] = r;
                 s->mux.add(r, line->fd(), line->seal());
             }
             s->arrived.clear();
@@ -343,6 +422,12 @@ void Hub::stage(msg::Stage s) {
     st_->stage = s;
 }
 
+msg::Stage Hub::stage() const {
+    if (!st_) return msg::Stage::Rendezvous;
+    std::lock_guard<std::mutex> g(st_->mu);
+    return st_->stage;
+}
+
 std::optional<Heard> Hub::next(const Deadline& d) {
     if (!st_) return std::nullopt;
     std::unique_lock<std::mutex> g(st_->mu);
@@ -369,16 +454,16 @@ struct Inbox::State {
     std::condition_variable cv;
     std::deque<msg::FromLead> q;
     bool stop = false;
-    wire::Mux mux;
+    wire::Mux mux;  // key 0: this rank's line up (to rank 0, or its leader); a leader's: its node's ranks
 };
 
 namespace {
 
 // Rank 0 said stop: leave NCCL (abort from this thread) and end with its
 // code, within a bounded time whatever NCCL does.
-[[noreturn]] void stop_now(const Self& self, int code, const std::string& why) {
-    std::fprintf(stderr, "mn-preflight: %s rank %u: stopped by rank 0 (%s)\n", self.label.c_str(), self.rank,
-                 why.c_str());
+[[noreturn]] void stop_now(const Self& self, int code, const std::string& why, bool via_leader) {
+    std::fprintf(stderr, "mn-preflight: %s rank %u: stopped by %s (%s)\n", self.label.c_str(), self.rank,
+                 via_leader ? "the verdict, through its node's leader" : "rank 0", why.c_str());
     end_now(code);
 }
 
@@ -388,11 +473,49 @@ struct Rank0 {
     msg::Stage stage = msg::Stage::Rendezvous;  // where rank 0 last said it was
     std::optional<msg::Roster> roster;
     Heard lost;                                  // why it is lost, once it is
+    bool via_leader = false;                     // its words come through this node's leader
     bool done = false;
 };
 
+// A leader's view of its node's ranks (node.cc): their lines, when each
+// was last heard, and what they said since the last Relayed went up.
+struct Node {
+    std::shared_ptr<NodeDoor> door;
+    std::map<uint32_t, std::unique_ptr<Line>> lines;
+    std::map<uint32_t, double> heard;
+    std::vector<msg::Carried> up;
+};
+
+// One message from rank 0, decoded; false once rank 0 is done.
+bool take_lead(Inbox::State& s, Rank0& r0, const Self& self, msg::FromLead m) {
+    if (const auto* b = std::get_if<msg::Beat>(&m)) {
+        r0.stage = b->stage;
+        return true;
+    }
+    if (const auto* roster = std::get_if<msg::Roster>(&m)) {
+        r0.roster = *roster;
+        r0.stage = msg::Stage::Readiness;
+        return true;
+    }
+    // Where rank 0 is, from its words too: its beats may be left out
+    // (due_beat), and a rank of a node with a leader hears them second hand.
+    if (std::holds_alternative<msg::Plan>(m)) r0.stage = msg::Stage::Collective;
+    if (std::holds_alternative<msg::PairCue>(m) || std::holds_alternative<msg::GpuRetest>(m))
+        r0.stage = msg::Stage::Pairs;
+    const auto* word = std::get_if<msg::Word>(&m);
+    if (word && !word->done) stop_now(self, word->code, word->why, r0.via_leader);
+    const bool done = word != nullptr;
+    std::lock_guard<std::mutex> g(s.mu);
+    s.q.push_back(std::move(m));
+    s.cv.notify_all();
+    r0.done = done;  // nothing follows done: leave the socket alone
+    return !r0.done;
+}
+
 // One message (or the end) from rank 0; false once rank 0 is lost or done.
-bool take_word(Inbox::State& s, Rank0& r0, const Self& self, const wire::Mux::Event& e) {
+// A Relay's parts go to this node's ranks first, then this rank takes its
+// own: a stop word ends this process, after its node has it.
+bool take_word(Inbox::State& s, Rank0& r0, const Self& self, Node& node, const wire::Mux::Event& e) {
     if (!e.msg) {
         r0.lost.error = e.error;
         return false;
@@ -404,21 +527,98 @@ bool take_word(Inbox::State& s, Rank0& r0, const Self& self, const wire::Mux::Ev
         return false;
     }
     r0.heard = now_s();
-    if (const auto* b = std::get_if<msg::Beat>(&m.value())) {
-        r0.stage = b->stage;
-        return true;
+    const auto* relay = std::get_if<msg::Relay>(&m.value());
+    if (!relay) return take_lead(s, r0, self, std::move(m.value()));
+    std::vector<const wire::Body*> own;
+    for (const msg::RelayPart& p : relay->parts)
+        for (uint32_t to : p.to) {
+            if (to == self.rank) own.push_back(&p.body.bytes);
+            else if (auto it = node.lines.find(to); it != node.lines.end())
+                it->second->send_fields(p.body.bytes, Deadline::in(1));
+        }
+    for (const wire::Body* b : own) {
+        auto mine = msg::decode_from_lead(*b);
+        if (!mine || std::holds_alternative<msg::Relay>(mine.value())) {
+            r0.lost.garbled = true;
+            r0.lost.error = mine ? "a Relay inside a Relay" : mine.problem().text();
+            return false;
+        }
+        if (!take_lead(s, r0, self, std::move(mine.value()))) return false;
     }
-    if (const auto* roster = std::get_if<msg::Roster>(&m.value())) {
-        r0.roster = *roster;
-        return true;
+    return true;
+}
+
+// A leader: a rank of its node that knocked at its door. Its hello goes
+// up as it came (rank 0 decodes and judges it); one for another node or
+// another rank is refused here.
+void admit_member(Inbox::State& s, Node& node, const Self& self, Guest& g) {
+    auto h = msg::decode<msg::Hello>(g.first);
+    if (!h || h->rank != g.rank || h->node != self.node) {
+        std::fprintf(stderr, "mn-preflight: %s rank %u: refused rank %u at its node's door: its hello %s\n",
+                     self.label.c_str(), self.rank, g.rank,
+                     !h ? "does not decode" : h->rank != g.rank ? "names another rank" : "names another node");
+        return;
     }
-    const auto* word = std::get_if<msg::Word>(&m.value());
-    if (word && !word->done) stop_now(self, word->code, word->why);
-    std::lock_guard<std::mutex> g(s.mu);
-    s.q.push_back(std::move(m.value()));
-    s.cv.notify_all();
-    r0.done = word != nullptr;  // nothing follows done: leave the socket alone
-    return !r0.done;
+    auto line = std::make_unique<Line>(std::move(g.fd), std::move(g.seal));
+    s.mux.add(g.rank, line->fd(), line->seal());
+    node.heard[g.rank] = now_s();
+    node.up.push_back({g.rank, "hello", {std::move(g.first)}, "", false});
+    node.lines[g.rank] = std::move(line);
+}
+
+// A leader: what a rank of its node said (or its end). Beats stay here.
+void take_member(Node& node, const wire::Mux::Event& e) {
+    const uint32_t r = static_cast<uint32_t>(e.key);
+    if (!node.heard.count(r)) return;
+    if (!e.msg) {
+        node.heard.erase(r);
+        node.up.push_back({r, "gone", {}, e.error, false});
+        return;
+    }
+    node.heard[r] = now_s();
+    auto m = msg::decode_from_rank(*e.msg);
+    if (m && std::holds_alternative<msg::Beat>(m.value())) return;
+    node.up.push_back({r, "said", {*e.msg}, "", false});
+}
+
+// A leader: beats to its node's ranks, their silences, and what they said
+// up to rank 0 in as few messages as fit.
+void serve_node(Inbox::State& s, Node& node, Line& up, msg::Stage stage, bool quiet, double& next_beat,
+                double period) {
+    const double now = now_s();
+    if (quiet) {
+        for (auto& [r, t] : node.heard) t = now;
+    } else {
+        if (now >= next_beat) {
+            const wire::Body beat = msg::encode(msg::Beat{stage});
+            for (auto& [r, line] : node.lines)
+                if (node.heard.count(r) && due_beat(*line, now, period)) line->send_fields(beat, Deadline::in(1));
+            next_beat = now + period;
+        }
+        std::vector<uint32_t> silent;
+        for (auto& [r, t] : node.heard)
+            if (now - t > kSilence) {
+                if (s.mux.pending(r)) t = now;
+                else silent.push_back(r);
+            }
+        for (uint32_t r : silent) {
+            node.heard.erase(r);
+            node.up.push_back({r, "gone", {}, "nothing heard from it for " + num(kSilence, -1) + " s", true});
+        }
+    }
+    msg::Relayed batch;
+    std::size_t bytes = 0;
+    for (auto& c : node.up) {
+        bytes += c.body.bytes.size() + c.error.size() + 32;
+        batch.parts.push_back(std::move(c));
+        if (bytes > wire::kMaxMessage / 4) {
+            up.send(msg::FromRank(std::move(batch)), Deadline::in(1));
+            batch = {};
+            bytes = 0;
+        }
+    }
+    if (!batch.parts.empty()) up.send(msg::FromRank(std::move(batch)), Deadline::in(1));
+    node.up.clear();
 }
 
 // One turn of the inbox on the control thread. Rank 0 lost: the standbys
@@ -428,8 +628,9 @@ struct InboxRun {
     Line* ctl = nullptr;
     Standin me;
     Rank0 r0;
+    Node node;
     Pulse pulse;
-    double next_beat = 0;
+    double next_beat = 0, next_node_beat = 0;
     bool turn() {
         {
             std::lock_guard<std::mutex> g(s->mu);
@@ -437,21 +638,30 @@ struct InboxRun {
         }
         // This process was stopped, not rank 0; or the rendezvous is quiet.
         const bool quiet = !r0.roster && quiet_rendezvous(me.self.world);
-        if (pulse.skipped() || quiet) r0.heard = now_s();
+        const bool skipped = pulse.skipped();
+        if (skipped || quiet) r0.heard = now_s();
+        const double period = beat_period(me.self.world);
         if (const double now = now_s(); !quiet && now >= next_beat) {
-            const double period = beat_period(me.self.world);
             if (due_beat(*ctl, now, period)) ctl->send(msg::Beat{r0.stage}, Deadline::in(1));
             next_beat = now + period;
         }
+        // A leader's door, while its node's ranks may still come.
+        bool door_open = node.door && node.door->open();
+        if (door_open) {
+            for (Guest& g : node.door->turn(0.02)) admit_member(*s, node, me.self, g);
+            if (r0.roster || node.door->came() + 1 >= me.self.local_world) node.door->close();
+        }
         bool lost = false;
-        const Deadline d = Deadline::in(0.1);
+        const Deadline d = Deadline::in(door_open ? 0.02 : 0.1);
         while (auto e = s->mux.next(d)) {
-            if (!take_word(*s, r0, me.self, *e)) {
+            if (e->key != 0) take_member(node, *e);
+            else if (!take_word(*s, r0, me.self, node, *e)) {
                 lost = true;
                 break;
             }
             if (d.passed()) break;
         }
+        if (node.door) serve_node(*s, node, *ctl, r0.stage, quiet || skipped, next_node_beat, period);
         if (!lost && now_s() - r0.heard > kSilence && s->mux.pending(0)) r0.heard = now_s();  // behind, not lost
         if (!lost && now_s() - r0.heard > kSilence) {
             r0.lost.silent = true;
@@ -466,7 +676,10 @@ struct InboxRun {
         }
         // The watchdog is this thread's: a timer keeps --timeout meanwhile.
         watchdog_to_timer();
-        take_over(me, r0.roster, r0.lost.gone(msg::stage_name(r0.stage)), *ctl);
+        take_over(me, r0.roster, r0.lost.gone(msg::stage_name(r0.stage)), *ctl, [this](const msg::Word& w) {
+            const wire::Body b = msg::encode(msg::FromLead(msg::Word{false, w.code, w.why}));
+            for (auto& [r, line] : node.lines) line->send_fields(b, Deadline::in(0.5));
+        });
     }
 };
 
@@ -482,12 +695,14 @@ Inbox::~Inbox() {
     control_detach();
 }
 
-void Inbox::start(Line* ctl, const Standin& me) {
+void Inbox::start(Line* ctl, const Standin& me, std::shared_ptr<NodeDoor> door) {
     st_ = std::make_shared<State>();
     auto run = std::make_shared<InboxRun>();
     run->s = st_;
     run->ctl = ctl;
     run->me = me;
+    run->node.door = std::move(door);
+    run->r0.via_leader = me.via_leader;
     run->s->mux.add(0, ctl->fd(), ctl->seal());
     control_attach([run] { return run->turn(); });
 }

@@ -166,6 +166,10 @@ void bounds(const PairReport& m) {
                                           std::to_string(kStrangersText)};
 }
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
+void bounds(const Carried& m) {
+    if (m.what != "hello" && m.what != "said" && m.what != "gone")
+        throw Wrong{"what", "is not one of 'hello', 'said', 'gone'"};
+}
 void bounds(const Superseded& m) { within("code", m.code, 0, 255); }
 
 }  // namespace
@@ -175,6 +179,16 @@ void bounds(const Superseded& m) { within("code", m.code, 0, 255); }
 [[maybe_unused]] static void from_json(const Wire& j, Stage& s) { get_word(j, s, kStageWords); }
 [[maybe_unused]] static void to_json(Wire& j, Result::Kind k) { put_word(j, k, kKindWords); }
 [[maybe_unused]] static void from_json(const Wire& j, Result::Kind& k) { get_word(j, k, kKindWords); }
+
+// A nested message travels as a CBOR byte string.
+[[maybe_unused]] static void to_json(Wire& j, const Nested& n) {
+    j = Wire::binary(std::vector<std::uint8_t>(n.bytes.begin(), n.bytes.end()));
+}
+[[maybe_unused]] static void from_json(const Wire& j, Nested& n) {
+    if (!j.is_binary()) throw Wrong{"", "is " + shown(j) + ", not a byte string"};
+    const auto& b = j.get_binary();
+    n.bytes.assign(b.begin(), b.end());
+}
 
 // A struct's fields, listed once: nlohmann-json's
 // NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE for this file's Wire, each field read
@@ -326,6 +340,10 @@ MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)
 MESSAGE(TakeoverReport, hello)
+FIELDS(RelayPart, to, body)
+MESSAGE(Relay, parts)
+FIELDS(Carried, rank, what, body, error, silent)
+MESSAGE(Relayed, parts)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

@@ -29,12 +29,13 @@ const char* stage_name(Stage s);
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
-// message that names both. 5: NCCL's id and ranks in Prepare (4: the
+// message that names both. 6: a node's ranks may speak to rank 0 through
+// their node's leader (Relay, Relayed; 5: NCCL's id and ranks in Prepare; 4: the
 // rendezvous quiet above 4,096 ranks and pair reports with the strangers
 // at the data port; 3: messages in CBOR; 2: key=value text; 1 had one-way
 // proofs). A build of 4 beside one of 5 would refuse 5's Prepare as
 // garbled: refused at the door, with both named, instead.
-constexpr uint32_t kProtocol = 5;
+constexpr uint32_t kProtocol = 6;
 
 // The acceptor -> whoever connected: the protocol, and a fresh nonce. The
 // one message that is not CBOR: key=value lines ("op=challenge", "v=3",
@@ -268,9 +269,49 @@ struct TakeoverReport {
     auto tie() const { return std::tie(hello); }
 };
 
+// ---- through a node's leader (helper/check/node.cc) -------------------------
+
+// A message as it travels (its CBOR body), inside another.
+struct Nested {
+    wire::Body bytes;
+    bool operator==(const Nested& o) const { return bytes == o.bytes; }
+};
+
+// Rank 0 -> a node's leader: words for its node's ranks, the leader's own
+// among them. Each part's body (a message rank 0 sends a rank, as it
+// travels) goes to every rank in `to`; the leader seals each copy anew
+// on its line to that rank.
+struct RelayPart {
+    std::vector<uint32_t> to;
+    Nested body;
+    auto tie() const { return std::tie(to, body); }
+};
+struct Relay {
+    std::vector<RelayPart> parts;
+    auto tie() const { return std::tie(parts); }
+};
+
+// A node's leader -> rank 0: what its node's ranks said since its last
+// Relayed, in the order they said it. `what`: "hello" (body: the rank's
+// Hello, which joins it to the step through this leader), "said" (body: a
+// message a rank sends rank 0) or "gone" (its line to the leader ended, or
+// it fell silent: error says how, silent which).
+struct Carried {
+    uint32_t rank = 0;
+    std::string what;
+    Nested body;
+    std::string error;
+    bool silent = false;
+    auto tie() const { return std::tie(rank, what, body, error, silent); }
+};
+struct Relayed {
+    std::vector<Carried> parts;
+    auto tie() const { return std::tie(parts); }
+};
+
 // What comes on the control connection after the hello.
-using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word>;
-using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport>;
+using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word, Relay>;
+using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport, Relayed>;
 
 // A message as its body travels, and back: the message, or what is wrong
 // with it ("Hello: 'data_port' is 70000, not a whole number from 0 to

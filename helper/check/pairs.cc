@@ -129,7 +129,7 @@ Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& ki
             if (me == 0) {
                 round.own = m;
             } else {
-                l.members[me].ctl.send(m, st.end);
+                l.tell(me, m, st.end);
                 round.expect[me] = m.tag;
             }
         }
@@ -384,7 +384,7 @@ bool gpu_retests(Step& st, Lead& l) {
     for (uint32_t r = 0; r < st.self.world; ++r) {
         const msg::GpuRetest q{rank_colors(l, r, rounds)};
         if (r == 0) l.own_retest = on_thread<msg::GpuRetestReport>([q, &st] { return run_gpu_retest(q, st); });
-        else l.members[r].ctl.send(q, st.end);
+        else l.tell(r, q, st.end);
     }
     std::vector<std::vector<std::vector<double>>> per_rank;
     std::vector<std::string> errors;

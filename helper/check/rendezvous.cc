@@ -275,12 +275,16 @@ void forget_nccl_log(std::string& path) {
 
 bool prepare_self(Step& st) {
     log_start(st.self, st.start);
-    if (st.self.rank <= kStandbys) allow_connections(st.self);
+    // A standby may take every rank's report: the first ranks, or a node's
+    // leader when ranks gather at them (the standbys are the first ranks
+    // on a line of their own).
+    if (st.self.rank <= kStandbys || (st.self.local_rank == 0 && gathers(st.self))) allow_connections(st.self);
     local_facts(st);
     start_setup(st);
     uint16_t standby_port = 0;
     if (!open_ports(st, standby_port)) return false;
     fill_hello(st, standby_port);
+    open_node_door(st);
     return true;
 }
 
@@ -289,6 +293,18 @@ bool join(Step& st, Follower& f) {
     // The hello's data address: the one this rank reaches rank 0 from,
     // where its data port listens (open_ports).
     st.hello.data_addr = st.bind_addr;
+    Standin me;
+    me.self = self;
+    me.o = st.o;
+    me.start = st.start;
+    me.hello = st.hello;
+    me.standby_fd = st.standby_listen.get();
+    if (auto line = join_leader(st)) {
+        f.ctl = std::move(*line);
+        me.via_leader = true;
+        f.inbox.start(&f.ctl, me);
+        return true;
+    }
     auto ctl = knock(self.master, self.port, "control", self.rank, 0u, msg::encode(st.hello), self.secret, st.rdzv);
     if (!ctl) {
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s%s\n", self.label.c_str(), self.rank,
@@ -296,13 +312,7 @@ bool join(Step& st, Follower& f) {
         return false;
     }
     f.ctl = Line(std::move(ctl.value().fd), std::move(ctl.value().seal));
-    Standin me;
-    me.self = self;
-    me.o = st.o;
-    me.start = st.start;
-    me.hello = st.hello;
-    me.standby_fd = st.standby_listen.get();
-    f.inbox.start(&f.ctl, me);
+    f.inbox.start(&f.ctl, me, st.node_door);
     return true;
 }
 
@@ -325,6 +335,21 @@ bool admit(Lead& l, Guest& g, std::vector<bool>& have) {
     return true;
 }
 
+// A rank that joined through its node's leader: the hub checked that its
+// hello names it; the leader must be here and of the same node.
+bool admit_joined(Lead& l, Heard& h, std::vector<bool>& have) {
+    const uint32_t r = h.rank;
+    if (have[r] || !have[h.via] || l.members[h.via].hello.node != h.joined->node) {
+        l.rep.notes.push_back("rank " + std::to_string(r) + " came through rank " + std::to_string(h.via) +
+                              (have[r] ? " a second time" : " (not its node's leader)") + ": refused");
+        return false;
+    }
+    l.members[r].hello = std::move(*h.joined);
+    l.members[r].via = h.via;
+    have[r] = true;
+    return true;
+}
+
 // A rank that arrived went silent or away before the others came: the
 // rendezvous ends with it named (noted), the others stopped by it.
 void lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
@@ -342,7 +367,10 @@ void lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) 
 void send_roster(const Step& st, Lead& l) {
     msg::Roster roster;
     roster.lead = l.members[0].hello;
-    for (uint32_t r = 1; r < st.self.world && r <= kStandbys; ++r) {
+    // The first ranks on a line of their own: one that speaks through its
+    // node's leader hears of rank 0 only through it, and never takes over.
+    for (uint32_t r = 1; r < st.self.world && roster.standbys.size() < kStandbys; ++r) {
+        if (l.members[r].via) continue;
         const msg::Hello& h = l.members[r].hello;
         roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
     }
@@ -412,13 +440,17 @@ bool gather(Step& st, Lead& l) {
         // Those already here are heard meanwhile: one that dies or stops
         // answering ends the rendezvous at once.
         while (auto h = l.hear(Deadline::in(0)))
-            if (!h->msg) {
+            if (h->joined) {
+                if (admit_joined(l, *h, have)) ++arrived;
+            } else if (!h->msg) {
                 lost = true;
                 lost_in_rendezvous(l, have, *h);
                 break;
             }
         if (lost) break;
-        for (Guest& g : door.turn(std::min(0.1, std::max(0.0, st.rdzv.left())), wanted))
+        // Through node leaders most ranks come as the hub's: wait less here.
+        const double wait = gathers(self) ? 0.01 : 0.1;
+        for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted))
             if (admit(l, g, have)) ++arrived;
         if (!door.trouble().empty() && !told_trouble) {
             // Said at once, not only at the time-out: the ranks not yet in cannot come.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -60,6 +61,52 @@ void Lead::note(uint32_t rank, RankState s, const std::string& error) {
     }
     evidence[rank].state = s;
     evidence[rank].error = error;
+}
+
+namespace {
+
+// A leader's Relay of `parts`, sealed on its line. Split so that no frame
+// nears wire::kMaxMessage (a Plan per rank at 8 ranks a node is far below).
+void relay(Line& line, std::vector<msg::RelayPart>& parts, const Deadline& d) {
+    msg::Relay batch;
+    std::size_t bytes = 0;
+    for (auto& p : parts) {
+        bytes += p.body.bytes.size() + 8 * p.to.size() + 16;
+        batch.parts.push_back(std::move(p));
+        if (bytes > wire::kMaxMessage / 4) {
+            line.send(msg::FromLead(std::move(batch)), d);
+            batch = {};
+            bytes = 0;
+        }
+    }
+    if (!batch.parts.empty()) line.send(msg::FromLead(std::move(batch)), d);
+}
+
+}  // namespace
+
+void Lead::tell_same(const wire::Body& body, const Deadline& d) {
+    std::map<uint32_t, std::vector<uint32_t>> by_leader;
+    for (uint32_t r = 1; r < members.size(); ++r)
+        if (members[r].via) by_leader[*members[r].via].push_back(r);
+    for (uint32_t r = 1; r < members.size(); ++r)
+        if (!members[r].via && members[r].ctl && !by_leader.count(r)) members[r].ctl.send_fields(body, d);
+    for (auto& [leader, to] : by_leader) {
+        to.insert(to.begin(), leader);
+        std::vector<msg::RelayPart> parts{{std::move(to), {body}}};
+        relay(members[leader].ctl, parts, d);
+    }
+}
+
+void Lead::tell_bodies(const std::vector<std::pair<uint32_t, wire::Body>>& each, const Deadline& d) {
+    std::map<uint32_t, std::vector<msg::RelayPart>> by_leader;
+    for (const auto& [r, body] : each)
+        if (r < members.size() && members[r].via) by_leader[*members[r].via].push_back({{r}, {body}});
+    for (const auto& [r, body] : each) {
+        if (r == 0 || r >= members.size() || members[r].via) continue;
+        if (auto it = by_leader.find(r); it != by_leader.end()) it->second.insert(it->second.begin(), {{r}, {body}});
+        else if (members[r].ctl) members[r].ctl.send_fields(body, d);
+    }
+    for (auto& [leader, parts] : by_leader) relay(members[leader].ctl, parts, d);
 }
 
 void Lead::stop_the_rest() {

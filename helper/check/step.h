@@ -188,6 +188,12 @@ struct Heard {
     std::string error;
     bool garbled = false;
     bool silent = false;
+    // A rank that joined through its node's leader `via` (node.cc): its
+    // hello, for the rendezvous to admit.
+    std::optional<msg::Hello> joined;
+    uint32_t via = 0;
+    // A leader lost: the ranks it spoke for, who can no longer reply.
+    std::vector<uint32_t> carried;
     // Why this rank is gone, in `phase` ("the all-reduce"): for the verdict.
     std::string gone(const std::string& phase) const;
 };
@@ -215,6 +221,7 @@ public:
     void start(const Self& self, bool json);  // on the control thread
     void add(uint32_t rank, Line* line);  // a rank that arrived; its Line outlives the hub
     void stage(msg::Stage s);             // what rank 0's heartbeats say
+    msg::Stage stage() const;
     std::optional<Heard> next(const Deadline& d);
     // Returns once the hub has read what the ranks sent so far (a
     // Superseded among it ends the process first): before a verdict.
@@ -233,6 +240,55 @@ struct Standin {
     double start = 0;
     msg::Hello hello;
     int standby_fd = -1;  // its standby port's listening socket
+    // Its control line goes to its node's leader, not rank 0 (node.cc).
+    bool via_leader = false;
+};
+
+// ---- a node's leader (node.cc) -------------------------------------------------
+// Above kGatherAbove ranks, each node's first task (LOCAL_RANK 0, not rank
+// 0 itself) speaks to rank 0 for its node: the node's other ranks knock at
+// its door (an abstract local socket named by the step secret, so another
+// user can neither guess nor squat it) under the same handshake, and it
+// relays their hellos and reports up in one message a turn and rank 0's
+// words down (Relay, Relayed), beats them and names one that falls silent
+// or ends. Rank 0 then holds a connection per node, not per rank: at 8,192
+// ranks on 2 cores its share of the loopback's messages held the control
+// plane above a second (doc/scale.md). The ranks of rank 0's node (NODE_RANK
+// 0) join rank 0 itself. A rank whose leader does not answer within
+// kLeaderWait joins rank 0 directly.
+constexpr uint32_t kGatherAbove = 1024;
+constexpr double kLeaderWait = 5.0;
+// Whether this step's ranks gather at their node's leader (a build with
+// --enable-test-hooks takes the bound from MN_PREFLIGHT_GATHER_ABOVE).
+bool gathers(const Self& self);
+// This node's door: "@mn-preflight-node-" and a hex HMAC of the step
+// secret, the node and MASTER_PORT.
+std::string node_door_name(const Self& self);
+// A leader's door, served by its control thread from launch (its Inbox
+// takes it over): the ranks proven and not yet taken.
+class NodeDoor {
+public:
+    NodeDoor(Fd listen, const Self& self);
+    ~NodeDoor();
+    // One turn: accepts, challenges, reads for `wait` seconds at most; the
+    // ranks admitted (purpose "node", a rank of the step, not yet come).
+    // With the ranks held by hold() first.
+    std::vector<Guest> turn(double wait);
+    // A turn whose ranks wait here for the Inbox (before this rank joined).
+    void hold(double wait);
+    bool open() const { return door_ != nullptr; }
+    // Every rank of the node came, or the rendezvous is over: the door
+    // closes, strangers still waiting counted; their summary to stderr.
+    void close();
+    uint32_t came() const { return came_; }
+
+private:
+    Fd listen_;
+    Self self_;
+    std::unique_ptr<Doorway> door_;
+    std::set<uint32_t> seen_;
+    std::vector<Guest> held_;
+    uint32_t came_ = 0;
 };
 
 // A rank other than 0: rank 0's messages, read by the control thread, which
@@ -247,7 +303,9 @@ public:
     Inbox(const Inbox&) = delete;
     Inbox& operator=(const Inbox&) = delete;
     ~Inbox();
-    void start(Line* ctl, const Standin& me);  // on the control thread
+    // On the control thread; a leader's door and the ranks it admitted so
+    // far (node.cc) with it.
+    void start(Line* ctl, const Standin& me, std::shared_ptr<NodeDoor> door = nullptr);
     std::optional<msg::FromLead> next(const Deadline& d, std::string* err);
     struct State;
 
@@ -256,8 +314,10 @@ private:
 };
 
 // Rank 0 is lost: the standbys' way to a verdict. Never returns.
+// A node's leader passes the word it ends with to its node's ranks (tell_node).
+using NodeWord = std::function<void(const msg::Word&)>;
 [[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,
-                            Line& ctl);
+                            Line& ctl, const NodeWord& tell_node = {});
 // Leaves NCCL and ends the process with `code` (bounded, whatever NCCL does).
 [[noreturn]] void end_now(int code);
 
@@ -265,7 +325,8 @@ private:
 struct Member {
     msg::Hello hello;
     std::string fingerprint;  // its node's software, from its readiness ("" from all but a node's first task, or if late)
-    Line ctl;  // rank 0's own entry has none
+    Line ctl;  // rank 0's own entry has none, nor does a rank that joined through its node's leader
+    std::optional<uint32_t> via;  // that leader
     uint32_t node_index = 0;
 };
 
@@ -312,6 +373,8 @@ struct Step {
     // CUDA took seconds at 8 ranks a node, in the rendezvous' way when the
     // hello carried it. None on the others.
     std::shared_future<std::string> fingerprint;
+    // A node's leader (node.cc): its door, open from launch.
+    std::shared_ptr<NodeDoor> node_door;
 };
 
 // Runs fn on a thread of its own, its result in the future: rank 0's own
@@ -397,25 +460,32 @@ struct Lead {
     void note(uint32_t rank, RankState s, const std::string& error);
     // The next message from any rank (or a rank's end); none at d.
     std::optional<Heard> hear(const Deadline& d) { return hub.next(d); }
+    // Sends rank r (not 0) a message: on its line, or through its node's leader.
+    template <typename M>
+    void tell(uint32_t r, const M& m, const Deadline& d) {
+        tell_bodies({{r, msg::encode(m)}}, d);
+    }
     // Sends to every rank but 0.
     // Encoded once: each rank woken by it competes for the CPU with rank
     // 0's loop, so the loop does as little as it can (doc/scale.md).
     template <typename M>
     void tell_all(const M& m, const Deadline& d) {
-        const wire::Body f = msg::encode(m);
-        for (uint32_t r = 1; r < members.size(); ++r)
-            if (members[r].ctl) members[r].ctl.send_fields(f, d);
+        tell_same(msg::encode(m), d);
     }
     // Sends each rank but 0 its own message, make(rank): every one encoded
     // before the first goes out, since a rank that has its message starts
     // work and competes with this loop for the CPU.
     template <typename Make>
     void tell_each(Make make, const Deadline& d) {
-        std::vector<wire::Body> each(members.size());
-        for (uint32_t r = 1; r < members.size(); ++r) each[r] = msg::encode(make(r));
-        for (uint32_t r = 1; r < members.size(); ++r)
-            if (members[r].ctl) members[r].ctl.send_fields(each[r], d);
+        std::vector<std::pair<uint32_t, wire::Body>> each;
+        each.reserve(members.size());
+        for (uint32_t r = 1; r < members.size(); ++r) each.emplace_back(r, msg::encode(make(r)));
+        tell_bodies(each, d);
     }
+    // The two above as they travel: one body for all, or a body per rank.
+    // A node that speaks through its leader gets one Relay for all its ranks.
+    void tell_same(const wire::Body& body, const Deadline& d);
+    void tell_bodies(const std::vector<std::pair<uint32_t, wire::Body>>& each, const Deadline& d);
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
     // A rank lost while rank 0 waited in stage s: its fault, the others
@@ -446,9 +516,15 @@ struct Lead {
             }
             if (until.passed()) break;
             auto h = hear(Deadline::in(std::min(0.05, std::max(0.0, until.left()))));
-            if (!h) continue;
+            if (!h || h->joined) continue;  // a hello after the rendezvous: too late to join
             if (!h->msg) {
-                if (!settle(h->rank, lost(*h))) return false;
+                Reply what = lost(*h);
+                // A leader lost after its own reply still carried ranks
+                // that owe theirs: they cannot reply now, and are not to blame.
+                if (what == Reply::Ignored &&
+                    std::any_of(h->carried.begin(), h->carried.end(), [&](uint32_t m) { return waiting[m]; }))
+                    what = lost_in(*h, hub.stage());
+                if (!settle(h->rank, what)) return false;
                 continue;
             }
             const M* m = std::get_if<M>(&*h->msg);
@@ -527,6 +603,12 @@ bool gather(Step& st, Lead& l);             // rank 0: every rank arrives
 // The report's nodes, in NODE_RANK order, from the hellos of the ranks
 // present; each member gets its node's index.
 void place_nodes(Lead& l, const std::vector<bool>& have);
+// node.cc
+// A node's leader: its door, opened at launch (prepare_self).
+void open_node_door(Step& st);
+// A rank of a node with a leader: knocks at its door (kLeaderWait), the
+// line on success; none when the leader does not answer (it joins rank 0).
+std::optional<Line> join_leader(Step& st);
 // readiness.cc
 bool serve_readiness(Step& st, Follower& f);
 bool lead_readiness(Step& st, Lead& l);     // rank 0: go, or the failure that stops everyone

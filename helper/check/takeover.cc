@@ -68,7 +68,8 @@ void take_reports(const Standin& me, Lead& l, std::vector<bool>& have) {
 
 // The verdict in rank 0's place: rank 0's node is at fault, every rank
 // that reported was stopped by it; ranks that did not report are named.
-[[noreturn]] void lead_in_place(const Standin& me, const msg::Roster& roster, const std::string& loss, Line& ctl) {
+[[noreturn]] void lead_in_place(const Standin& me, const msg::Roster& roster, const std::string& loss, Line& ctl,
+                               const NodeWord& tell_node) {
     const uint32_t world = me.self.world;
     say(me, "gives the verdict in rank 0's place");
     Step st;
@@ -103,6 +104,9 @@ void take_reports(const Standin& me, Lead& l, std::vector<bool>& have) {
                               " did not report to rank " + std::to_string(me.self.rank) + " either");
     l.phase = "rank 0 lost";
     const int code = verdict(st, l);
+    if (tell_node)
+        tell_node({false, code, "rank " + std::to_string(me.self.rank) + " (" + me.hello.label +
+                                    ") gave the verdict in rank 0's place"});
     ctl.send(msg::Superseded{me.self.rank, me.hello.label, code}, Deadline::in(0.5));
     end_now(code);
 }
@@ -118,7 +122,15 @@ std::string first_node() {
 }  // namespace
 
 [[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,
-                            Line& ctl) {
+                            Line& ctl, const NodeWord& tell_node) {
+    if (me.via_leader) {
+        // Its leader is lost, not rank 0 (which names the leader), or the
+        // leader went to the standbys itself: either way no verdict is this
+        // rank's to give or to take.
+        say(me, "its node's leader (LOCAL_RANK 0), its way to rank 0: " + loss +
+                    "; the verdict names the leader, and this rank ends");
+        end_now(kCheckFailed);
+    }
     say(me, "rank 0 (" + (roster ? roster->lead.label : first_node()) + "): " + loss);
     if (!roster) {
         say(me, "rank 0 was lost before it named the standbys (the rendezvous was not over): no verdict; this rank ends");
@@ -133,11 +145,13 @@ std::string first_node() {
         if (auto w = report_to(me, s)) {
             say(me, "stopped by rank " + std::to_string(s.rank) + " (" + s.label + "), which gave the verdict (" +
                         w->why + ")");
+            // This node's ranks reported to nobody: they end with the word.
+            if (tell_node) tell_node(*w);
             ctl.send(msg::Superseded{s.rank, s.label, w->code}, Deadline::in(0.5));
             end_now(w->code);
         }
     }
-    if (standby) lead_in_place(me, *roster, loss, ctl);
+    if (standby) lead_in_place(me, *roster, loss, ctl, tell_node);
     say(me, "no standby (" + std::string(asked.size() == 1 ? "rank " : "ranks ") + rank_ranges(asked) +
                 ") gave a verdict; this rank ends");
     end_now(kCheckFailed);

@@ -5,10 +5,17 @@
 // handshake under the real step secret, sealed CBOR messages, heartbeats
 // every beat period (helper/check/step.h; none within half a period of
 // another message, as a rank's), Ready and Result answers. One thread, epoll.
+// Above the gathering bound (helper/check/step.h, kGatherAbove) each node
+// but rank 0's speaks through its leader, as mn-preflight's ranks do
+// (helper/check/node.cc): the leader's socket is played to rank 0, its
+// node's other ranks inside it (their hellos and answers go up in its
+// Relayed, rank 0's words to them come in its Relay, a silent one is
+// reported gone kSilence after its last word, as the leader would), since
+// on a cluster their traffic never reaches rank 0's host.
 //
 //   mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S]
 //               [--silent K] [--slow K --delay S] [--flood C] [--quiet-above Q]
-//               [--json]
+//               [--gather-above G] [--json]
 //
 //   --silent K   K ranks (spread over the step) stop answering once they
 //                have said hello: no beats, no answers (a stopped process)
@@ -19,6 +26,8 @@
 //                gets the test hook MN_PREFLIGHT_QUIET_ABOVE): the quiet
 //                rendezvous played with few ranks, where a loaded machine
 //                keeps up
+//   --gather-above G  ranks gather at their node's leader above G ranks, not
+//                1,024 (rank 0 gets MN_PREFLIGHT_GATHER_ABOVE)
 //
 // Rank 0's own share of the all-reduce is the test hook
 // MN_PREFLIGHT_SIM_SHARE's (nothing here runs a data path), so the build
@@ -51,6 +60,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -88,13 +98,14 @@ double cpu_s(int who) {
 double beat_period(uint32_t world) { return world > 4096 ? 1.0 : 0.5; }
 uint32_t g_quiet_above = 4096;
 bool quiet_rendezvous(uint32_t world) { return world > g_quiet_above; }
+constexpr double kSilence = 3.0;  // as step.h's
 constexpr std::size_t kMaxHandshakes = 200;  // below the doorway's kMaxWaiting (256)
 
 struct Options {
     std::string preflight;
     uint32_t ranks = 64, tasks = 8;
     double timeout = 30;
-    uint32_t silent = 0, slow = 0, flood = 0, quiet_above = 4096;
+    uint32_t silent = 0, slow = 0, flood = 0, quiet_above = 4096, gather_above = 1024;
     double delay = 0.5;
     bool json = false;
 };
@@ -102,7 +113,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
                  "mn-rank-sim: %s\nusage: mn-rank-sim --preflight BIN --ranks N [--tasks-per-node T] [--timeout S] "
-                 "[--silent K] [--slow K --delay S] [--flood C] [--quiet-above Q] [--json]\n",
+                 "[--silent K] [--slow K --delay S] [--flood C] [--quiet-above Q] [--gather-above G] [--json]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -124,6 +135,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--delay") o.delay = std::stod(val());
         else if (a == "--flood") o.flood = static_cast<uint32_t>(std::stoul(val()));
         else if (a == "--quiet-above") o.quiet_above = static_cast<uint32_t>(std::stoul(val()));
+        else if (a == "--gather-above") o.gather_above = static_cast<uint32_t>(std::stoul(val()));
         else if (a == "--json") o.json = true;
         else usage("unknown argument " + a);
     }
@@ -204,9 +216,15 @@ struct Rank {
     bool silent = false, slow = false, stranger = false;
     double next_beat = 0, quiet_since = 0, sent_at = 0;
     bool rostered = false;  // rank 0's roster came: the rendezvous is over
+    double rostered_at = 0;
     // Answers a slow rank owes, and when.
     std::vector<std::pair<double, msg::FromRank>> owed;
     std::string error;
+    // Through a node's leader: a rank played inside its leader (no socket
+    // of its own); a leader's parts for rank 0's next Relayed.
+    bool member = false, reported = false;
+    uint32_t leader = 0;
+    std::vector<msg::Carried> up;
 };
 
 class Sim {
@@ -223,10 +241,19 @@ private:
     void on_readable(Rank& r);
     void take_frames(Rank& r);
     void take(Rank& r, const wire::Body& body);
+    void take_word(Rank& r, const msg::FromLead& m);
     void answer(Rank& r, msg::FromRank m);
+    void send_now(Rank& r, const msg::FromRank& m);
+    void relay_up(Rank& leader);
+    bool gathering() const { return o_.ranks > o_.gather_above && o_.tasks > 1; }
     void fail(Rank& r, const std::string& why);
     void close(Rank& r);
     msg::Hello hello_of(uint32_t rank) const;
+    const wire::Body& body_of(const msg::FromRank& m);
+    // Every rank's hello, encoded before rank 0 starts, as a rank fills its
+    // own before it connects; the answers that are alike, encoded once.
+    std::vector<wire::Body> hellos_;
+    std::map<int, wire::Body> alike_;
 
     Options o_;
     std::string secret_, master_ = "127.0.0.1", ifname_, fingerprint_, out_path_, err_path_;
@@ -290,6 +317,7 @@ bool Sim::start_rank0() {
         setenv("LOCAL_WORLD_SIZE", std::to_string(std::min(o_.tasks, o_.ranks)).c_str(), 1);
         setenv("MN_PREFLIGHT_SIM_SHARE", "1", 1);
         setenv("MN_PREFLIGHT_QUIET_ABOVE", std::to_string(o_.quiet_above).c_str(), 1);
+        setenv("MN_PREFLIGHT_GATHER_ABOVE", std::to_string(o_.gather_above).c_str(), 1);
         unsetenv("SLURM_STEP_NODELIST");
         unsetenv("SLURM_JOB_NODELIST");
         unsetenv("PET_NPROC_PER_NODE");
@@ -371,8 +399,17 @@ void Sim::flush(Rank& r) {
     want_out(r, false);
 }
 
+const wire::Body& Sim::body_of(const msg::FromRank& m) {
+    const auto* ready = std::get_if<msg::Ready>(&m);
+    const bool alike = (ready && ready->fingerprint.empty()) || std::holds_alternative<msg::Result>(m);
+    if (!alike) return alike_[-1] = msg::encode(m);
+    auto it = alike_.find(static_cast<int>(m.index()));
+    if (it == alike_.end()) it = alike_.emplace(static_cast<int>(m.index()), msg::encode(m)).first;
+    return it->second;
+}
+
 void Sim::send(Rank& r, const msg::FromRank& m) {
-    r.out += wire::frame(msg::encode(m), r.seal.get());
+    r.out += wire::frame(body_of(m), r.seal.get());
     r.sent_at = now_s();
     ++sim_msgs_out_;
     flush(r);
@@ -396,7 +433,19 @@ void Sim::close(Rank& r) {
 
 void Sim::answer(Rank& r, msg::FromRank m) {
     if (r.slow) r.owed.push_back({now_s() + o_.delay, std::move(m)});
-    else send(r, m);
+    else send_now(r, m);
+}
+
+// On its own line, or up through its leader.
+void Sim::send_now(Rank& r, const msg::FromRank& m) {
+    if (!r.member) return send(r, m);
+    ranks_[r.leader].up.push_back({r.rank, "said", {body_of(m)}, "", false});
+}
+
+void Sim::relay_up(Rank& leader) {
+    if (leader.up.empty() || leader.fd < 0) return;
+    send(leader, msg::Relayed{std::move(leader.up)});
+    leader.up.clear();
 }
 
 void Sim::take(Rank& r, const wire::Body& body) {
@@ -406,30 +455,56 @@ void Sim::take(Rank& r, const wire::Body& body) {
         fail(r, "rank 0 sent what does not decode: " + m.problem().text());
         return;
     }
-    if (const auto* b = std::get_if<msg::Beat>(&m.value())) {
+    const auto* relay = std::get_if<msg::Relay>(&m.value());
+    if (!relay) return take_word(r, m.value());
+    // A leader: each part to the ranks it names, its own among them.
+    for (const msg::RelayPart& p : relay->parts) {
+        auto part = msg::decode_from_lead(p.body.bytes);
+        if (!part) {
+            fail(r, "rank 0 relayed what does not decode: " + part.problem().text());
+            return;
+        }
+        for (uint32_t to : p.to) {
+            if (to >= o_.ranks || (to != r.rank && (!ranks_[to].member || ranks_[to].leader != r.rank))) {
+                fail(r, "rank 0 relayed a word for rank " + std::to_string(to) + " to another node's leader");
+                return;
+            }
+            Rank& t = ranks_[to];
+            if (t.silent && t.member) continue;
+            take_word(t, part.value());
+        }
+    }
+    if (r.state == State::Done) close(r);
+    else relay_up(r);
+}
+
+void Sim::take_word(Rank& r, const msg::FromLead& m) {
+    if (const auto* b = std::get_if<msg::Beat>(&m)) {
         r.stage = b->stage;
-    } else if (std::holds_alternative<msg::Roster>(m.value())) {
+    } else if (std::holds_alternative<msg::Roster>(m)) {
         r.rostered = true;
-    } else if (const auto* p = std::get_if<msg::Prepare>(&m.value())) {
+        r.rostered_at = now_s();
+    } else if (const auto* p = std::get_if<msg::Prepare>(&m)) {
         (void)p;
         msg::Ready ready;
         // One task a node reads the node's software (rendezvous.cc).
         if (r.rank % o_.tasks == 0) ready.fingerprint = fingerprint_;
         answer(r, ready);
-    } else if (std::holds_alternative<msg::Plan>(m.value())) {
+    } else if (std::holds_alternative<msg::Plan>(m)) {
         msg::Result res;
         res.ran = res.correct = true;
         res.seconds = 0.001;
         res.passes = 1;
         answer(r, res);
-    } else if (const auto* w = std::get_if<msg::Word>(&m.value())) {
+    } else if (const auto* w = std::get_if<msg::Word>(&m)) {
         if (!words_++) {
             first_word_ = now_s();
             word_code_ = w->code;
             stop_why_ = w->why;
         }
         r.state = State::Done;
-        close(r);
+        // A leader's socket stays until the rest of its Relay is read (take).
+        if (!r.member && !(gathering() && r.rank >= o_.tasks && r.rank % o_.tasks == 0)) close(r);
     }
 }
 
@@ -487,7 +562,7 @@ void Sim::take_frames(Rank& r) {
             }
             const msg::Knock kn{msg::kProtocol, "control", r.rank, fresh_nonce()};
             r.seal = connector_seal(secret_, kn, ch->nonce);
-            r.out += knock_bytes(kn, msg::encode(hello_of(r.rank)), *r.seal);
+            r.out += knock_bytes(kn, hellos_[r.rank], *r.seal);
             r.state = State::Knocked;
             flush(r);
         } else if (r.state == State::Knocked) {
@@ -500,6 +575,15 @@ void Sim::take_frames(Rank& r) {
             --handshakes_;
             ++joined_;
             r.next_beat = now_s() + beat_period(o_.ranks) * (r.rank % 10) / 10.0;
+            // A leader: its node's hellos, as they came to its door.
+            for (uint32_t m = r.rank + 1; m < o_.ranks && ranks_[m].member && ranks_[m].leader == r.rank; ++m) {
+                r.up.push_back({m, "hello", {hellos_[m]}, "", false});
+                ranks_[m].state = State::Joined;
+                ++joined_;
+                if (ranks_[m].silent) ranks_[m].quiet_since = now_s();
+                if (ranks_[m].silent) silent_at_ = std::max(silent_at_, ranks_[m].quiet_since);
+            }
+            relay_up(r);
             if (r.silent) {
                 // Stopped from here on: no reading, no writing, the socket kept.
                 r.quiet_since = now_s();
@@ -547,7 +631,17 @@ int Sim::run() {
     }
     for (uint32_t r : silent) ranks_[r].silent = true;
     for (uint32_t r : slow) ranks_[r].slow = true;
-    for (uint32_t r = 1; r < o_.ranks; ++r) to_open_.push_back(r);
+    for (uint32_t r = 1; r < o_.ranks; ++r) {
+        // Rank 0's node joins rank 0; every other node its leader, its first rank.
+        if (gathering() && r >= o_.tasks && r % o_.tasks != 0) {
+            ranks_[r].member = true;
+            ranks_[r].leader = r - r % o_.tasks;
+            continue;
+        }
+        to_open_.push_back(r);
+    }
+    hellos_.resize(o_.ranks);
+    for (uint32_t r = 1; r < o_.ranks; ++r) hellos_[r] = msg::encode(hello_of(r));
     t0_ = now_s();
     const double cpu0 = cpu_s(RUSAGE_SELF);
     if (!start_rank0()) {
@@ -586,6 +680,29 @@ int Sim::run() {
         next_sweep = now + 0.01;
         for (uint32_t i = 1; i < o_.ranks; ++i) {
             Rank& r = ranks_[i];
+            if (r.member) {
+                // Played inside its leader: what it owes, and its leader's
+                // word on its silence (kSilence after its last word, counted
+                // from the roster through a quiet rendezvous, as the leader
+                // counts it).
+                Rank& lead = ranks_[r.leader];
+                if (r.state != State::Joined || lead.fd < 0) continue;
+                if (r.silent && !r.reported && (lead.rostered || !quiet_rendezvous(o_.ranks))) {
+                    const double since = quiet_rendezvous(o_.ranks) ? std::max(r.quiet_since, lead.rostered_at)
+                                                                    : r.quiet_since;
+                    if (now - since > kSilence) {
+                        lead.up.push_back({r.rank, "gone", {}, "nothing heard from it for 3 s", true});
+                        r.reported = true;
+                    }
+                }
+                if (!r.owed.empty()) {
+                    auto due = std::partition(r.owed.begin(), r.owed.end(), [&](const auto& x) { return x.first > now; });
+                    for (auto it = due; it != r.owed.end(); ++it) send_now(r, it->second);
+                    r.owed.erase(due, r.owed.end());
+                }
+                if (r.rank % o_.tasks == o_.tasks - 1 || r.rank + 1 == o_.ranks) relay_up(lead);
+                continue;
+            }
             if (r.state != State::Joined || r.silent || r.fd < 0) continue;
             // As a rank: no beats before the roster above 4,096 ranks (step.h).
             if (!r.rostered && quiet_rendezvous(o_.ranks)) {

@@ -104,6 +104,8 @@ void every_decoder(const std::string& body) {
     decoder<msg::Roster>(body, "Roster");
     decoder<msg::Superseded>(body, "Superseded");
     decoder<msg::TakeoverReport>(body, "TakeoverReport");
+    decoder<msg::Relay>(body, "Relay");
+    decoder<msg::Relayed>(body, "Relayed");
     auto lead = msg::decode_from_lead(body);
     if (lead) {
         auto back = msg::decode_from_lead(msg::encode(lead.value()));
@@ -115,6 +117,15 @@ void every_decoder(const std::string& body) {
         FUZZ_CHECK(back && back.value() == rank.value(), "a message to rank 0 changed through encode/decode");
     }
     FUZZ_CHECK(!(lead && rank) || std::holds_alternative<msg::Beat>(lead.value()), "one message taken both ways");
+    // What a node's leader relays is decoded again where it lands (the
+    // leader, rank 0): every nested body, as whatever it may be.
+    if (const auto* relay = lead ? std::get_if<msg::Relay>(&lead.value()) : nullptr)
+        for (const auto& p : relay->parts) (void)msg::decode_from_lead(p.body.bytes);
+    if (const auto* rel = rank ? std::get_if<msg::Relayed>(&rank.value()) : nullptr)
+        for (const auto& c : rel->parts) {
+            (void)msg::decode_from_rank(c.body.bytes);
+            (void)msg::decode<msg::Hello>(c.body.bytes);
+        }
 }
 
 // Values out of the input's bytes, cycling when they run out.
@@ -276,6 +287,26 @@ void built_liveness(Source& s) {
     FUZZ_CHECK(msg::decode_from_lead(beat) && msg::decode_from_rank(beat), "a heartbeat goes both ways");
     FUZZ_CHECK(!msg::decode_from_lead(msg::encode(msg::Superseded{})), "rank 0 never sends superseded");
     FUZZ_CHECK(!msg::decode_from_rank(msg::encode(roster_from(s))), "a rank never sends a roster");
+    // Through a node's leader: words down, what its ranks said up, each
+    // nested as it travels (any bytes: the nested body is decoded apart).
+    msg::Relay down;
+    for (int n = s.byte() % 4; n > 0; --n) {
+        std::vector<uint32_t> to;
+        for (int k = s.byte() % 5; k > 0; --k) to.push_back(static_cast<uint32_t>(s.bits(32)));
+        down.parts.push_back(
+            {to, {n % 2 ? msg::encode(msg::Word{s.flag(), static_cast<int>(s.byte()), s.text()}) : s.text()}});
+    }
+    round_trip(down, "Relay");
+    msg::Relayed up;
+    const char* const whats[] = {"hello", "said", "gone"};
+    for (int n = s.byte() % 4; n > 0; --n)
+        up.parts.push_back({static_cast<uint32_t>(s.bits(32)), whats[s.byte() % 3],
+                            {n % 2 ? msg::encode(hello_from(s)) : s.text()}, s.text(), s.flag()});
+    round_trip(up, "Relayed");
+    FUZZ_CHECK(!msg::decode_from_rank(msg::encode(down)), "a rank never sends a relay");
+    FUZZ_CHECK(!msg::decode_from_lead(msg::encode(up)), "rank 0 never sends what a leader relays up");
+    msg::Relayed odd{{{1, "lunch", {}, "", false}}};
+    FUZZ_CHECK(!msg::decode<msg::Relayed>(msg::encode(odd)), "a carried part's word out of its set");
 }
 
 void built_messages(const std::string& bytes) {

@@ -87,6 +87,12 @@ for name, (a, b, c) in clouds.items():
     put("sysfs", "cloud-" + name, "|".join(a + b + c))
 
 
+class Bytes:
+    """A CBOR byte string (a nested message), not a text."""
+    def __init__(self, b):
+        self.b = b
+
+
 def cbor(v):
     """CBOR (RFC 8949) as helper/check/messages writes its JSON: null, bools,
     whole numbers, doubles, texts (str, or bytes kept as they are), lists,
@@ -102,6 +108,8 @@ def cbor(v):
         return head(0, v) if v >= 0 else head(1, -1 - v)
     if isinstance(v, float):
         return b"\xfb" + struct.pack(">d", v)
+    if isinstance(v, Bytes):
+        return head(2, len(v.b)) + v.b
     if isinstance(v, (str, bytes)):
         b = v.encode() if isinstance(v, str) else v
         return head(3, len(b)) + b
@@ -173,6 +181,17 @@ messages = {
                           "standbys": [{"rank": 1, "label": "node1", "addr": "10.250.0.11", "port": 41240}]}},
     "superseded": {"Superseded": {"by": 1, "by_label": "node1", "code": 1}},
     "takeover": {"TakeoverReport": {"hello": hello}},
+    # Through a node's leader (helper/check/node.cc): nested bodies as CBOR byte strings.
+    "relay": {"Relay": {"parts": [{"to": [8, 9, 10], "body": Bytes(cbor({"Prepare": {"gpu": False, "bytes": 4194304,
+                                                                                      "nranks": 0, "first_rank": 0,
+                                                                                      "id": "", "nccl": ""}}))},
+                                  {"to": [11], "body": Bytes(cbor({"Plan": cpu_plan}))}]}},
+    "relayed": {"Relayed": {"parts": [{"rank": 9, "what": "hello", "body": Bytes(cbor({"Hello": dict(hello, rank=9)})),
+                                       "error": "", "silent": False},
+                                      {"rank": 10, "what": "said", "body": Bytes(cbor({"Result": result_cpu})),
+                                       "error": "", "silent": False},
+                                      {"rank": 11, "what": "gone", "body": Bytes(b""),
+                                       "error": "nothing heard from it for 3 s", "silent": True}]}},
     # What the decoders refuse: out of range, of another type, missing, a word not of the set.
     "port-out-of-range": {"Hello": dict(hello, data_port=70000)},
     "negative-rank": {"Roster": {"lead": dict(hello, rank=-1), "standbys": []}},
@@ -182,7 +201,7 @@ messages = {
 }
 for name, body in messages.items():
     put("wire", name, frame(body))
-challenge = b"op=challenge\nv=5\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
+challenge = b"op=challenge\nv=6\nnonce=9f86d081884c7d659a2feaa0c55ad015\n"
 for name, data in {"challenge": frame(challenge),
                    "challenge-v2": frame(b"nonce=9f86d081884c7d659a2feaa0c55ad015\nop=challenge\nv=2\n"),
                    "v2-hello": frame(b"data_port=41234\nlabel=node1\nop=hello\nrank=1\n"),

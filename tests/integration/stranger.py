@@ -5,9 +5,9 @@ listening ports in /proc/net/tcp, mn-preflight's protocol from its source)
 and not the step secret. Every mode is bounded in time and connections and
 talks only to the address it is given (the local cluster's namespaces).
 
-  stranger.py squat ADDR PORT SECONDS [--proto 1|2|5]
+  stranger.py squat ADDR PORT SECONDS [--proto 1|2|6]
       holds the port before rank 0 and plays rank 0: a challenge, then a
-      forged welcome and a "done, exit 0" word to whoever knocks (protocol 5,
+      forged welcome and a "done, exit 0" word to whoever knocks (protocol 6,
       this build's: CBOR; 2: key=value text, as an older mn-preflight; 1: no version).
   stranger.py flood ADDR PORT SECONDS [--idle N] [--slow N] [--rate R]
       N idle connections held, N that send one byte every 0.2 s, R new
@@ -184,7 +184,7 @@ def main():
     s.add_argument("addr")
     s.add_argument("port", type=int)
     s.add_argument("seconds", type=float)
-    s.add_argument("--proto", type=int, default=5)
+    s.add_argument("--proto", type=int, default=6)
     f = sub.add_parser("flood")
     f.add_argument("addr")
     f.add_argument("port", type=int)

@@ -63,7 +63,7 @@ squatter_case() {  # PROTO: the port held by a stranger speaking that protocol
 t_port_held_by_a_squatter() {
   local name="MASTER_PORT held by another user who speaks the protocol (a forged welcome, 'done, exit 0'): every rank fails, rank 0 says it cannot listen, the others that the holder does not prove the secret; check --exec never starts the program"
   rm -f "$OUT"/launched.*
-  squatter_case 5
+  squatter_case 6
   local exits; exits=$(rank_exits)
   local execs; execs=$(lines '^EXEC ' | awk '$3 == 0' | wc -l)
   [ "$(lines '^EXIT ' | wc -l)" = 3 ] && ! grep -q ':0$' <<<"${exits// /$'\n'}" && [ "$execs" = 0 ] &&
@@ -95,7 +95,7 @@ t_port_held_by_an_old_protocol() {
 
 t_port_held_by_another_build() {
   older_squatter 2 "MASTER_PORT held by an mn-preflight of protocol 2 (an older build, key=value messages): every rank fails naming both protocols and the fix, none exits 0, no program starts" \
-    "speaks protocol 2, this one protocol 5" "run one mn-preflight build on every node"
+    "speaks protocol 2, this one protocol 6" "run one mn-preflight build on every node"
 }
 
 t_flood_on_master_port() {

@@ -8,6 +8,9 @@
 // doc/scale.md measure).
 #include "tests/unit/unit.h"
 
+#include "helper/wire.h"
+#include "lib/util/crypto.h"
+
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -15,7 +18,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#define assert_lacks(haystack, needle)                                                           \
+    do {                                                                                         \
+        const std::string h_ = (haystack);                                                       \
+        if (h_.find(needle) != std::string::npos) fail_msg("'%s' has '%s'", h_.c_str(), needle); \
+    } while (0)
+
+using namespace mn;
 
 namespace {
 
@@ -143,6 +156,113 @@ void four_thousand_ranks_rendezvous_quietly(void**) {
     assert_int_equal(r.code, 0);
 }
 
+// Above kGatherAbove ranks (here the test hook MN_PREFLIGHT_GATHER_ABOVE=0)
+// a node's ranks speak to rank 0 through their node's leader
+// (helper/check/node.cc): played by the simulator, rank 0 hears Relayed
+// messages and passes; a rank silent behind its leader is named by it.
+void simulated_ranks_gather_at_their_leaders(void**) {
+    const std::string preflight = bin("MN_PREFLIGHT");
+    if (!hooks_built(preflight)) skip();
+    const std::string sim = "'" + bin("MN_RANK_SIM") + "' --preflight '" + preflight + "' --ranks 64 --gather-above 0 ";
+    Ran r = run(sim + "--timeout 20");
+    assert_contains(r.out, "PASS");
+    assert_contains(r.out, "\"Relayed\":");
+    assert_int_equal(r.code, 0);
+    r = run(sim + "--silent 1 --timeout 20");
+    assert_contains(r.out, "silent named 1 of 1");
+    assert_contains(r.out, "healthy named 0");
+    assert_contains(r.out, "rank 63: stopped answering");
+    assert_int_equal(r.code, 0);
+}
+
+// NODES x PER real mn-preflight processes on loopback, with the variables
+// the plugin sets (NODE_RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NCCL_HOSTID per
+// emulated node), gathering at their leaders: rank 0's stdout (--json), the
+// others' stderr, each rank's exit code.
+struct StepRun {
+    std::string json, others;
+    std::vector<int> codes;
+};
+
+StepRun run_step(int nodes, int per, int port, const std::string& env) {
+    const std::string dir = scratch_dir("gather");
+    const int world = nodes * per;
+    std::string script = "cd " + dir + "; for r in $(seq 0 " + std::to_string(world - 1) +
+                         "); do env -i PATH=/usr/bin:/bin SLURM_PROCID=$r SLURM_NTASKS=" + std::to_string(world) +
+                         " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                         " MN_NCCL_STEP_SECRET=0123456789abcdef NODE_RANK=$((r / " + std::to_string(per) +
+                         ")) LOCAL_RANK=$((r % " + std::to_string(per) + ")) LOCAL_WORLD_SIZE=" + std::to_string(per) +
+                         " NCCL_HOSTID=node$((r / " + std::to_string(per) + ")) MN_PREFLIGHT_GATHER_ABOVE=0 " + env +
+                         " '" + bin("MN_PREFLIGHT") + "' --cpu --json --timeout 20 >out.$r 2>err.$r & echo $! >pid.$r; "
+                         "done; for r in $(seq 0 " + std::to_string(world - 1) +
+                         "); do wait $(cat pid.$r); echo $?; done";
+    std::ofstream(dir + "/run.sh") << script << "\n";
+    const Ran r = run("bash '" + dir + "/run.sh'");
+    StepRun out;
+    std::istringstream codes(r.out);
+    for (int c; codes >> c;) out.codes.push_back(c);
+    out.json = file_text(dir + "/out.0");
+    for (int k = 1; k < world; ++k) out.others += file_text(dir + "/err." + std::to_string(k));
+    remove_tree(dir);
+    if (out.codes.size() != static_cast<std::size_t>(world)) fail_msg("not every rank ran: %s", r.out.c_str());
+    return out;
+}
+
+void real_ranks_gather_at_their_leaders(void**) {
+    if (!hooks_built(bin("MN_PREFLIGHT"))) skip();
+    // 3 nodes x 3: node 0's two others knock at rank 0, nodes 1 and 2 each
+    // at their leader (ranks 3 and 6): rank 0 takes 4 connections.
+    StepRun s = run_step(3, 3, 39921, "");
+    assert_contains(s.json, "\"verdict\":\"PASS\"");
+    assert_contains(s.json, "\"accepted\":4,");
+    assert_contains(s.json, "\"Relayed\":");
+    for (int c : s.codes) assert_int_equal(c, 0);
+    // A rank behind its leader ends in the all-reduce: the leader says so,
+    // the verdict names it and nobody else.
+    s = run_step(3, 3, 39922, "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=4");
+    assert_contains(s.json, "\"verdict\":\"FAIL\"");
+    assert_contains(s.json, "rank 4: its process ended during the all-reduce");
+    assert_lacks(s.json, "rank 3:");
+    assert_lacks(s.json, "rank 5:");
+    assert_contains(s.others, "node1 rank 5: stopped by the verdict, through its node's leader");
+    // The leader itself ends: the verdict names it, not the ranks it spoke
+    // for, who end saying why.
+    s = run_step(3, 3, 39923, "MN_PREFLIGHT_EXIT_IN_COLLECTIVE=3");
+    assert_contains(s.json, "rank 3: its process ended during the all-reduce");
+    assert_lacks(s.json, "rank 4:");
+    assert_lacks(s.json, "rank 5:");
+    assert_contains(s.others, "node1 rank 4: its node's leader (LOCAL_RANK 0), its way to rank 0: its process ended");
+    assert_int_equal(s.codes[0], 1);
+}
+
+// A node's door held by another process before its leader could bind it
+// (here this test, which knows the secret: another user cannot, since the
+// name is the secret's HMAC): the leader says it cannot listen, its node's
+// ranks wait kLeaderWait (5 s) for a challenge that never comes and join
+// rank 0 directly, and the check passes. Nothing reaches them but through
+// the handshake, so the holder could only delay them.
+void a_held_node_door_only_delays(void**) {
+    if (!hooks_built(bin("MN_PREFLIGHT"))) skip();
+    const int port = 39924;
+    const Mac m = hmac_sha256("0123456789abcdef", "node door\n" + std::to_string(port) + "\n1");
+    std::string name = "mn-preflight-node-";
+    for (int i = 0; i < 16; ++i) {
+        static const char hex[] = "0123456789abcdef";
+        name += hex[m[i] >> 4];
+        name += hex[m[i] & 15];
+    }
+    auto held = wire::listen_local(name);
+    assert_true(held.ok());
+    const StepRun s = run_step(3, 3, port, "");
+    assert_contains(s.json, "\"verdict\":\"PASS\"");
+    // Node 0's two, node 1's three (its door held), node 2's leader.
+    assert_contains(s.json, "\"accepted\":6,");
+    assert_contains(s.others, "node1 rank 3: cannot listen on the local socket @" + name);
+    assert_contains(s.others, "node1 rank 4: its node's leader (LOCAL_RANK 0): ");
+    assert_contains(s.others, "it joins rank 0 directly");
+    for (int c : s.codes) assert_int_equal(c, 0);
+}
+
 }  // namespace
 
 int main() {
@@ -153,6 +273,9 @@ int main() {
         cmocka_unit_test(a_silent_simulated_rank_is_named),
         cmocka_unit_test(a_rank_silent_through_a_quiet_rendezvous_is_named),
         cmocka_unit_test(four_thousand_ranks_rendezvous_quietly),
+        cmocka_unit_test(simulated_ranks_gather_at_their_leaders),
+        cmocka_unit_test(real_ranks_gather_at_their_leaders),
+        cmocka_unit_test(a_held_node_door_only_delays),
     };
     return cmocka_run_group_tests_name("control_plane", tests, nullptr, nullptr);
 }

@@ -194,10 +194,10 @@ static void another_build_is_named_on_both_sides(void**) {
     // Protocol 2's rank 0, its challenge byte for byte (keys in order).
     auto c = knock_after("nonce=" + std::string(32, 'e') + "\nop=challenge\nv=2\n");
     assert_false(c.ok());
-    assert_contains(c.problem().what, "speaks protocol 2, this one protocol 5");
+    assert_contains(c.problem().what, "speaks protocol 2, this one protocol 6");
     assert_contains(c.problem().fix, "run one mn-preflight build on every node");
     // This build's challenge, read as protocol 2 reads every message
-    // (key=value lines; op, v and nonce): it finds protocol 5 and says so.
+    // (key=value lines; op, v and nonce): it finds protocol 6 and says so.
     Door d;
     auto acc = run_doorway(d.listen.get(), kSecret, 1, 1, true);
     auto s = wire::connect_tcp("127.0.0.1", d.port, Deadline::in(1));
@@ -208,14 +208,14 @@ static void another_build_is_named_on_both_sides(void**) {
     std::map<std::string, std::string> v2;
     for (const std::string& line : split_list(*ch, '\n')) v2[line.substr(0, line.find('='))] = line.substr(line.find('=') + 1);
     assert_str(v2["op"], "challenge");
-    assert_str(v2["v"], "5");
+    assert_str(v2["v"], "6");
     assert_int_equal(v2["nonce"].size(), 32);
     // A rank of another protocol that knocks all the same is refused for it.
-    const msg::Knock k6{6, "control", 1, std::string(32, 'b')};
+    const msg::Knock k7{7, "control", 1, std::string(32, 'b')};
     const std::string nonce_a(32, 'c');
-    KnockReading r = read_knock(knock_bytes(k6, hello_of(1), *connector_seal(kSecret, k6, nonce_a)), nonce_a, kSecret, true);
+    KnockReading r = read_knock(knock_bytes(k7, hello_of(1), *connector_seal(kSecret, k7, nonce_a)), nonce_a, kSecret, true);
     assert_int_equal(static_cast<int>(r.state), static_cast<int>(KnockReading::State::Stranger));
-    assert_str(r.what, "spoke mn-preflight protocol 6");
+    assert_str(r.what, "spoke mn-preflight protocol 7");
     assert_str(r.refusal, "protocol");
 }
 

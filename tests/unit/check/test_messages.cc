@@ -130,7 +130,7 @@ static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {
 
 static void the_challenge_is_text_that_protocol_2_reads(void**) {
     const msg::Challenge c{msg::kProtocol, std::string(32, 'a')};
-    assert_str(msg::encode(c), "op=challenge\nv=5\nnonce=" + std::string(32, 'a') + "\n");
+    assert_str(msg::encode(c), "op=challenge\nv=6\nnonce=" + std::string(32, 'a') + "\n");
     assert_true(msg::decode<msg::Challenge>(msg::encode(c)).value() == c);
     // Protocol 2's, keys in order: its version is read.
     auto v2 = msg::decode<msg::Challenge>("nonce=" + std::string(32, 'b') + "\nop=challenge\nv=2\n");
@@ -142,8 +142,37 @@ static void the_challenge_is_text_that_protocol_2_reads(void**) {
     assert_false(msg::decode<msg::Challenge>(msg::encode(msg::Welcome{})).ok());
 }
 
+// Through a node's leader (helper/check/node.cc): rank 0's words go down
+// nested in a Relay, its ranks' hellos and reports up in a Relayed, each
+// nested body a CBOR byte string, kept byte for byte, and decoded apart
+// where it lands; a carried part's word is one of its set.
+static void a_leader_carries_nested_messages_whole(void**) {
+    const std::string plan = msg::encode(msg::Plan{});
+    const std::string odd("\xff\x00 not CBOR", 12);
+    const msg::Relay down{{{{8, 9, 10}, {plan}}, {{11}, {odd}}}};
+    const std::string body = msg::encode(msg::FromLead(down));
+    assert_true(as_json(body).at("Relay").at("parts").at(0).at("body").is_binary());
+    auto back = msg::decode_from_lead(body);
+    assert_true(back && std::get<msg::Relay>(back.value()) == down);
+    assert_str(std::get<msg::Relay>(back.value()).parts[1].body.bytes, odd);
+    assert_true(msg::decode_from_lead(std::get<msg::Relay>(back.value()).parts[0].body.bytes).ok());
+    const msg::Relayed up{{{9, "hello", {msg::encode(a_hello())}, "", false},
+                           {10, "gone", {}, "nothing heard from it for 3 s", true}}};
+    auto up_back = msg::decode_from_rank(msg::encode(msg::FromRank(up)));
+    assert_true(up_back && std::get<msg::Relayed>(up_back.value()) == up);
+    assert_true(msg::decode<msg::Hello>(std::get<msg::Relayed>(up_back.value()).parts[0].body.bytes).value() ==
+                a_hello());
+    // Each way only: a rank never sends a Relay, rank 0 never a Relayed.
+    assert_str(msg::decode_from_rank(body).problem().what, "a message 'Relay', which a rank never sends rank 0");
+    assert_str(msg::decode_from_lead(msg::encode(up)).problem().what, "a message 'Relayed', which rank 0 never sends");
+    assert_str(with(up, "/Relayed/parts/0/what"_json_pointer, "lunch"),
+               "Relayed: 'parts.what' is not one of 'hello', 'said', 'gone'");
+    assert_str(with(up, "/Relayed/parts/0/body"_json_pointer, "text"), "Relayed: 'parts.body' is a string, not a byte string");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_leader_carries_nested_messages_whole),
         cmocka_unit_test(messages_travel_as_cbor_and_come_back_whole),
         cmocka_unit_test(a_number_goes_only_into_a_field_that_holds_it),
         cmocka_unit_test(a_message_that_is_not_one_is_a_problem_naming_it),
