@@ -321,12 +321,19 @@ std::vector<Guest> Doorway::turn(double wait, const Want& want) {
 
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                        std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
-                       const std::string& secret, const Deadline& d) {
+                       const std::string& secret, const Deadline& d, std::optional<Deadline> listen_by,
+                       bool* unheard) {
     const std::string where = !addr.empty() && addr[0] == '@' ? "the local socket " + addr : addr + ":" + std::to_string(port);
     std::string last = "nobody answered";
+    bool heard = false;
     while (!d.passed()) {
-        auto fd = wire::connect_to(addr, port, d);
-        if (!fd) return Problem{where + " did not answer (" + fd.problem().what + ")", ""};
+        const Deadline by = !heard && listen_by && listen_by->at < d.at ? *listen_by : d;
+        auto fd = wire::connect_to(addr, port, by);
+        if (!fd) {
+            if (unheard) *unheard = !heard;
+            return Problem{where + " did not answer (" + fd.problem().what + ")", ""};
+        }
+        heard = true;
         std::string err;
         auto cf = wire::recv_msg(fd->get(), d, &err, nullptr, kKnockLimit);
         if (!cf) {

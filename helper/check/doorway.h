@@ -123,10 +123,12 @@ private:
 // and waits for the Welcome; `acceptor`: the rank that must welcome it
 // (none: any rank of the step). A problem says what went wrong: nobody
 // answered, another protocol (both named), or a process that does not prove
-// the step secret (another process holds the port).
+// the step secret (another process holds the port). `listen_by`: give up
+// then if no connection was ever taken (*unheard set), not at d.
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                        std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
-                       const std::string& secret, const Deadline& d);
+                       const std::string& secret, const Deadline& d, std::optional<Deadline> listen_by = std::nullopt,
+                       bool* unheard = nullptr);
 
 // The acceptor's reading of what a caller sent so far (pure: the doorway,
 // the fuzz target and the tests share it): more to come, a stranger (what

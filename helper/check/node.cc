@@ -101,15 +101,19 @@ void open_node_door(Step& st) {
 std::optional<Line> join_leader(Step& st) {
     const Self& self = st.self;
     if (!gathers(self) || self.local_rank == 0 || self.node == 0) return std::nullopt;
-    const Deadline d = Deadline::in(std::min(kLeaderWait, std::max(0.0, st.rdzv.left())));
-    auto c = knock(node_door_name(self), 0, "node", self.rank, std::nullopt, msg::encode(st.hello), self.secret, d);
-    if (!c) {
-        std::fprintf(stderr, "mn-preflight: %s rank %u: its node's leader (LOCAL_RANK 0): %s; it joins rank 0 "
-                             "directly\n",
-                     self.label.c_str(), self.rank, c.problem().text().c_str());
-        return std::nullopt;
-    }
-    return Line(std::move(c.value().fd), std::move(c.value().seal));
+    // Nobody at the door for kLeaderWait: this rank joins rank 0 itself.
+    // Once a connection was taken it waits for the handshake as long as the
+    // rendezvous lasts: the leader may be slow to answer on a loaded host,
+    // and having read this rank's knock it may already have relayed its
+    // hello (a rank that then came to rank 0 too would come twice).
+    bool unheard = false;
+    auto c = knock(node_door_name(self), 0, "node", self.rank, std::nullopt, msg::encode(st.hello), self.secret,
+                   st.rdzv, Deadline::in(kLeaderWait), &unheard);
+    if (c) return Line(std::move(c.value().fd), std::move(c.value().seal));
+    std::fprintf(stderr, "mn-preflight: %s rank %u: its node's leader (LOCAL_RANK 0): %s%s\n", self.label.c_str(),
+                 self.rank, c.problem().text().c_str(), unheard ? "; it joins rank 0 directly" : "");
+    if (unheard) return std::nullopt;
+    return Line();
 }
 
 }  // namespace mn::check

@@ -254,8 +254,8 @@ struct Standin {
 // or ends. Rank 0 then holds a connection per node, not per rank: at 8,192
 // ranks on 2 cores its share of the loopback's messages held the control
 // plane above a second (doc/scale.md). The ranks of rank 0's node (NODE_RANK
-// 0) join rank 0 itself. A rank whose leader does not answer within
-// kLeaderWait joins rank 0 directly.
+// 0) join rank 0 itself. A rank that finds nobody listening at its leader's
+// door within kLeaderWait joins rank 0 directly.
 constexpr uint32_t kGatherAbove = 1024;
 constexpr double kLeaderWait = 5.0;
 // Whether this step's ranks gather at their node's leader (a build with
@@ -606,8 +606,9 @@ void place_nodes(Lead& l, const std::vector<bool>& have);
 // node.cc
 // A node's leader: its door, opened at launch (prepare_self).
 void open_node_door(Step& st);
-// A rank of a node with a leader: knocks at its door (kLeaderWait), the
-// line on success; none when the leader does not answer (it joins rank 0).
+// A rank of a node with a leader: knocks at its door, the line on success;
+// none when nobody listens there for kLeaderWait (it joins rank 0); an
+// empty line when the handshake failed after a connection (it ends).
 std::optional<Line> join_leader(Step& st);
 // readiness.cc
 bool serve_readiness(Step& st, Follower& f);

@@ -11,10 +11,13 @@
 #include "helper/wire.h"
 #include "lib/util/crypto.h"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
@@ -235,12 +238,13 @@ void real_ranks_gather_at_their_leaders(void**) {
     assert_int_equal(s.codes[0], 1);
 }
 
-// A node's door held by another process before its leader could bind it
-// (here this test, which knows the secret: another user cannot, since the
-// name is the secret's HMAC): the leader says it cannot listen, its node's
-// ranks wait kLeaderWait (5 s) for a challenge that never comes and join
-// rank 0 directly, and the check passes. Nothing reaches them but through
-// the handshake, so the holder could only delay them.
+// A node's door taken before its leader could bind it (here by this
+// test, which knows the secret: another user cannot, since the name is the
+// secret's HMAC), bound and not listening: the leader says it cannot
+// listen, its node's ranks find nobody there for kLeaderWait (5 s) and
+// join rank 0 directly, and the check passes. (A holder that listened and
+// never answered would keep them to the rendezvous' deadline, as a stopped
+// leader does: a rank that reached a door waits for its handshake.)
 void a_held_node_door_only_delays(void**) {
     if (!hooks_built(bin("MN_PREFLIGHT"))) skip();
     const int port = 39924;
@@ -251,8 +255,12 @@ void a_held_node_door_only_delays(void**) {
         name += hex[m[i] >> 4];
         name += hex[m[i] & 15];
     }
-    auto held = wire::listen_local(name);
-    assert_true(held.ok());
+    wire::Fd held(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    std::memcpy(sa.sun_path + 1, name.data(), name.size());
+    const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    assert_int_equal(::bind(held.get(), reinterpret_cast<sockaddr*>(&sa), len), 0);
     const StepRun s = run_step(3, 3, port, "");
     assert_contains(s.json, "\"verdict\":\"PASS\"");
     // Node 0's two, node 1's three (its door held), node 2's leader.
