@@ -10,8 +10,9 @@
 // Beside them, on the process's one control thread (liveness.cc): the
 // watchdog, heartbeats both ways (a rank silent for kSilence or gone is
 // named at once) and takeover.cc (rank 0 lost: a standby gives the
-// verdict). messages.h holds what they say to each other. helper/check.cc
-// runs them.
+// verdict); above kGatherAbove ranks node.cc (a node's ranks speak to rank
+// 0 through their node's leader, which the control thread relays).
+// messages.h holds what they say to each other. helper/check.cc runs them.
 #pragma once
 
 #include <algorithm>
