@@ -304,6 +304,18 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
 // (doc/scale.md).
 bool due_beat(const Line& line, double now, double period) { return now - line.sent_at() >= period / 2; }
 
+// The ranks of `heard` (when each was last heard) silent for kSilence. One
+// whose words wait unread is not: this thread is behind, not the rank.
+std::vector<uint32_t> fell_silent(std::map<uint32_t, double>& heard, const wire::Mux& mux, double now) {
+    std::vector<uint32_t> silent;
+    for (auto& [r, t] : heard)
+        if (now - t > kSilence) {
+            if (mux.pending(r)) t = now;
+            else silent.push_back(r);
+        }
+    return silent;
+}
+
 // Heartbeats out, silences in.
 void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
@@ -316,14 +328,7 @@ void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat
             }
         next_beat = now + period;
     }
-    std::vector<uint32_t> silent;
-    for (auto& [r, t] : w.heard)
-        if (now - t > kSilence) {
-            // Its words wait unread: this thread is behind, the rank is not silent.
-            if (s.mux.pending(r)) t = now;
-            else silent.push_back(r);
-        }
-    for (uint32_t r : silent) {
+    for (uint32_t r : fell_silent(w.heard, s.mux, now)) {
         Heard h;
         h.rank = r;
         h.silent = true;
@@ -595,13 +600,7 @@ void serve_node(Inbox::State& s, Node& node, Line& up, msg::Stage stage, bool qu
                 if (node.heard.count(r) && due_beat(*line, now, period)) line->send_fields(beat, Deadline::in(1));
             next_beat = now + period;
         }
-        std::vector<uint32_t> silent;
-        for (auto& [r, t] : node.heard)
-            if (now - t > kSilence) {
-                if (s.mux.pending(r)) t = now;
-                else silent.push_back(r);
-            }
-        for (uint32_t r : silent) {
+        for (uint32_t r : fell_silent(node.heard, s.mux, now)) {
             node.heard.erase(r);
             node.up.push_back({r, "gone", {}, "nothing heard from it for " + num(kSilence, -1) + " s", true});
         }

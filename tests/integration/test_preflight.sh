@@ -276,6 +276,45 @@ t_member_dies_in_collective() {
   pass "$name (${t} ms from srun to exit)"
 }
 
+# Ranks behind their node's leader (above 1,024 ranks; here the test hook
+# MN_PREFLIGHT_GATHER_ABOVE=0, two ranks a node, block distribution): node0's
+# rank 1 joins rank 0, node1's rank 3 its leader rank 2, node2's rank 5 its
+# leader rank 4, each node's door an abstract local socket in its network
+# namespace.
+gather() { echo "export MN_PREFLIGHT_GATHER_ABOVE=0; $*"; }
+
+t_gathered_at_leaders() {
+  local name="two ranks a node through their node's leader (MN_PREFLIGHT_GATHER_ABOVE=0): PASS, rank 0 takes 3 connections (rank 1 and the leaders), the ranks' words come Relayed"
+  hooks_built_in || return
+  run srun -N3 --ntasks-per-node=2 -o "$OUT/json.%t" -e "$OUT/err.%t" --mn-nccl bash -c "$(gather exec "$PF" --json)"
+  local got
+  got=$(rank0_json 'd["verdict"], d["control"]["accepted"], d["control"]["messages_by_kind"].get("Relayed", 0) > 0')
+  [ $RC -eq 0 ] && [ "$got" = "PASS 3 True" ] || { fail "$name" "rc=$RC json: $got"; return; }
+  pass "$name"
+}
+
+t_member_stopped_behind_its_leader() {
+  local name="rank 3 stopped (SIGSTOP) behind its leader rank 2: its leader names it silent, exit 1 within 8 s of the stop, only node1 and rank 3 named"
+  hooks_built_in || return
+  signal_rank 3 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
+    has '^out.0: node1 .*rank 3: stopped answering in .*\(nothing heard from it for 3 s\)$' &&
+    [ "$(count '^out.0: problem:')" = 1 ] && has '^out.0: node2 .*waited on node1$' ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}"; return; }
+  pass "$name (verdict ${MS} ms after the stop)"
+}
+
+t_leader_stopped() {
+  local name="node1's leader (rank 2) stopped (SIGSTOP): rank 0 names it, not rank 3 behind it, which ends saying its leader was lost; exit 1 within 8 s"
+  hooks_built_in || return
+  signal_rank 2 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
+    has '^out.0: node1 .*rank 2: stopped answering in ' && [ "$(count '^out.0: problem:')" = 1 ] &&
+    ! has '^out.0: .*rank 3: ' && has "^err.3: mn-preflight: node1 rank 3: its node's leader \(LOCAL_RANK 0\), its way to rank 0: " ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}"; return; }
+  pass "$name (verdict ${MS} ms after the stop)"
+}
+
 t_wrong_secret() {
   local name="a rank without the step's secret is refused by rank 0 at once (it says so, and gives up), counted as a stranger by address, and the check times out, disturbed"
   run srun -N3 -n3 --mn-nccl bash -c "[ \$SLURM_PROCID = 2 ] && export MN_NCCL_STEP_SECRET=guessed; exec $PF --timeout 6"
