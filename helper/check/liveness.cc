@@ -183,7 +183,21 @@ void push(Hub::State& s, Heard h) {
     s.cv.notify_all();
 }
 
-[[noreturn]] void superseded(const Self& self, bool json, const msg::Superseded* sup);
+// This process was stopped or cut off while the others ended the check:
+// their verdict stands, and this rank says nothing more.
+[[noreturn]] void superseded(const Self& self, bool json, const msg::Superseded* sup) {
+    std::fprintf(stderr, "mn-preflight: %s rank 0: the check ended without this rank (it was stopped or cut "
+                         "off); rank %u on %s gave the verdict\n",
+                 self.label.c_str(), sup->by, sup->by_label.c_str());
+    if (!json)
+        std::printf("superseded: rank %u on %s gave the verdict (exit %d)\n", sup->by, sup->by_label.c_str(), sup->code);
+    // Nobody waits on this rank any more: no NCCL abort (racing the
+    // resumed main thread inside NCCL crashed the process on an H100),
+    // just the verdict's code.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(sup->code);
+}
 
 // What a leader said for its node's ranks: each part taken as that rank's
 // own message (or end), if the leader speaks for it. A leader that
@@ -230,22 +244,6 @@ void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t
     std::lock_guard<std::mutex> g(s.mu);
     for (Heard& h : heard) s.q.push_back(std::move(h));
     s.cv.notify_all();
-}
-
-// This process was stopped or cut off while the others ended the check:
-// their verdict stands, and this rank says nothing more.
-[[noreturn]] void superseded(const Self& self, bool json, const msg::Superseded* sup) {
-    std::fprintf(stderr, "mn-preflight: %s rank 0: the check ended without this rank (it was stopped or cut "
-                         "off); rank %u on %s gave the verdict\n",
-                 self.label.c_str(), sup->by, sup->by_label.c_str());
-    if (!json)
-        std::printf("superseded: rank %u on %s gave the verdict (exit %d)\n", sup->by, sup->by_label.c_str(), sup->code);
-    // Nobody waits on this rank any more: no NCCL abort (racing the
-    // resumed main thread inside NCCL crashed the process on an H100),
-    // just the verdict's code.
-    std::fflush(stdout);
-    std::fflush(stderr);
-    _exit(sup->code);
 }
 
 // A line's end (or silence): the ranks its leader spoke for go with it.
@@ -605,18 +603,8 @@ void serve_node(Inbox::State& s, Node& node, Line& up, msg::Stage stage, bool qu
             node.up.push_back({r, "gone", {}, "nothing heard from it for " + num(kSilence, -1) + " s", true});
         }
     }
-    msg::Relayed batch;
-    std::size_t bytes = 0;
-    for (auto& c : node.up) {
-        bytes += c.body.bytes.size() + c.error.size() + 32;
-        batch.parts.push_back(std::move(c));
-        if (bytes > wire::kMaxMessage / 4) {
-            up.send(msg::FromRank(std::move(batch)), Deadline::in(1));
-            batch = {};
-            bytes = 0;
-        }
-    }
-    if (!batch.parts.empty()) up.send(msg::FromRank(std::move(batch)), Deadline::in(1));
+    send_batched<msg::Relayed>(up, node.up, Deadline::in(1),
+                               [](const msg::Carried& c) { return c.body.bytes.size() + c.error.size() + 32; });
     node.up.clear();
 }
 

@@ -2,26 +2,16 @@
 // other ranks, and their way in. The relaying itself is the control
 // thread's (liveness.cc: the leader's Inbox).
 #include <cstdio>
-#include <cstdlib>
 
 #include "helper/check/step.h"
-
-#include "build_config.h"
 #include "lib/util/crypto.h"
+#include "lib/util/text.h"
 
 namespace mn::check {
 
 bool gathers(const Self& self) {
-    if (self.local_world < 2) return false;
-#ifdef MN_TEST_HOOKS
-    static const uint32_t above = [] {
-        const std::string v = env_or("MN_PREFLIGHT_GATHER_ABOVE");
-        return v.empty() ? kGatherAbove : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
-    }();
-    return self.world > above;
-#else
-    return self.world > kGatherAbove;
-#endif
+    static const uint32_t above = hook_bound("MN_PREFLIGHT_GATHER_ABOVE", kGatherAbove);
+    return self.local_world > 1 && self.world > above;
 }
 
 std::string node_door_name(const Self& self) {
@@ -30,13 +20,7 @@ std::string node_door_name(const Self& self) {
     // /proc/net/unix, but a caller must still prove the secret.
     const Mac m = hmac_sha256(self.secret, "node door\n" + std::to_string(self.port) + "\n" +
                                                std::to_string(self.node));
-    static const char hex[] = "0123456789abcdef";
-    std::string name = "@mn-preflight-node-";
-    for (std::size_t i = 0; i < 16; ++i) {
-        name += hex[m[i] >> 4];
-        name += hex[m[i] & 15];
-    }
-    return name;
+    return "@mn-preflight-node-" + to_hex(m.data(), 16);
 }
 
 NodeDoor::NodeDoor(Fd listen, const Self& self) : listen_(std::move(listen)), self_(self) {
@@ -54,7 +38,6 @@ std::vector<Guest> NodeDoor::turn(double wait) {
     };
     for (Guest& g : door_->turn(wait, wanted)) {
         seen_.insert(g.rank);
-        ++came_;
         out.push_back(std::move(g));
     }
     return out;

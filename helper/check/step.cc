@@ -65,21 +65,11 @@ void Lead::note(uint32_t rank, RankState s, const std::string& error) {
 
 namespace {
 
-// A leader's Relay of `parts`, sealed on its line. Split so that no frame
-// nears wire::kMaxMessage (a Plan per rank at 8 ranks a node is far below).
+// A leader's Relay of `parts`, sealed on its line (a Plan per rank at 8
+// ranks a node is far below one message's limit).
 void relay(Line& line, std::vector<msg::RelayPart>& parts, const Deadline& d) {
-    msg::Relay batch;
-    std::size_t bytes = 0;
-    for (auto& p : parts) {
-        bytes += p.body.bytes.size() + 8 * p.to.size() + 16;
-        batch.parts.push_back(std::move(p));
-        if (bytes > wire::kMaxMessage / 4) {
-            line.send(msg::FromLead(std::move(batch)), d);
-            batch = {};
-            bytes = 0;
-        }
-    }
-    if (!batch.parts.empty()) line.send(msg::FromLead(std::move(batch)), d);
+    send_batched<msg::Relay>(line, parts, d,
+                             [](const msg::RelayPart& p) { return p.body.bytes.size() + 8 * p.to.size() + 16; });
 }
 
 }  // namespace
@@ -178,16 +168,19 @@ void log_start(const Self& self, double start) { log_moment(self, now_s() - star
 
 void log_end(const Self& self, const char* what) { log_moment(self, 0, what); }
 
-bool quiet_rendezvous(uint32_t world) {
+uint32_t hook_bound(const char* var, uint32_t dflt) {
 #ifdef MN_TEST_HOOKS
-    static const uint32_t above = [] {
-        const std::string v = env_or("MN_PREFLIGHT_QUIET_ABOVE");
-        return v.empty() ? kBeatsHalved : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
-    }();
-    return world > above;
+    const std::string v = env_or(var);
+    return v.empty() ? dflt : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
 #else
-    return world > kBeatsHalved;
+    (void)var;
+    return dflt;
 #endif
+}
+
+bool quiet_rendezvous(uint32_t world) {
+    static const uint32_t above = hook_bound("MN_PREFLIGHT_QUIET_ABOVE", kBeatsHalved);
+    return world > above;
 }
 
 bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }

@@ -121,6 +121,9 @@ inline double beat_period(uint32_t world) { return world > kBeatsHalved ? 2 * kB
 // (A build with --enable-test-hooks takes the bound from
 // MN_PREFLIGHT_QUIET_ABOVE, so a test plays it with 64 ranks.)
 bool quiet_rendezvous(uint32_t world);
+// A bound a test hook may move: the variable's number in a build with
+// --enable-test-hooks when it is set, else `dflt`.
+uint32_t hook_bound(const char* var, uint32_t dflt);
 // A peer is lost after 3 s without a word: six beats in a row missing, so
 // a busy node's scheduler, a dropped packet's retransmission (TCP waits at
 // least 200 ms, then doubles) or a link full of the all-reduce's data
@@ -179,6 +182,25 @@ private:
     std::shared_ptr<wire::Seal> seal_;
     std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
 };
+
+// Parts sent on `line` in as few messages M{parts} as keep each below a
+// quarter of wire::kMaxMessage, by `bytes(part)`'s estimate: a Relay down
+// to a node's leader, a Relayed up from it.
+template <typename M, typename Part, typename Bytes>
+void send_batched(Line& line, std::vector<Part>& parts, const Deadline& d, Bytes bytes) {
+    M batch;
+    std::size_t size = 0;
+    for (auto& p : parts) {
+        size += bytes(p);
+        batch.parts.push_back(std::move(p));
+        if (size > wire::kMaxMessage / 4) {
+            line.send(batch, d);
+            batch = {};
+            size = 0;
+        }
+    }
+    if (!batch.parts.empty()) line.send(batch, d);
+}
 
 // What rank 0 hears from a rank: a message, or why none will come (its
 // connection ended, it stopped answering, or it sent something that does
@@ -281,7 +303,7 @@ public:
     // Every rank of the node came, or the rendezvous is over: the door
     // closes, strangers still waiting counted; their summary to stderr.
     void close();
-    uint32_t came() const { return came_; }
+    std::size_t came() const { return seen_.size(); }
 
 private:
     Fd listen_;
@@ -289,7 +311,6 @@ private:
     std::unique_ptr<Doorway> door_;
     std::set<uint32_t> seen_;
     std::vector<Guest> held_;
-    uint32_t came_ = 0;
 };
 
 // A rank other than 0: rank 0's messages, read by the control thread, which

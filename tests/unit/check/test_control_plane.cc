@@ -10,6 +10,7 @@
 
 #include "helper/wire.h"
 #include "lib/util/crypto.h"
+#include "lib/util/text.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -249,12 +250,7 @@ void a_held_node_door_only_delays(void**) {
     if (!hooks_built(bin("MN_PREFLIGHT"))) skip();
     const int port = 39924;
     const Mac m = hmac_sha256("0123456789abcdef", "node door\n" + std::to_string(port) + "\n1");
-    std::string name = "mn-preflight-node-";
-    for (int i = 0; i < 16; ++i) {
-        static const char hex[] = "0123456789abcdef";
-        name += hex[m[i] >> 4];
-        name += hex[m[i] & 15];
-    }
+    const std::string name = "mn-preflight-node-" + to_hex(m.data(), 16);
     wire::Fd held(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
