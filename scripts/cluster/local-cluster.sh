@@ -19,7 +19,7 @@
 # the ASan and UBSan runtimes for a sanitized plugin; ASAN_OPTIONS, or
 # MN_SLURMD_ASAN_OPTIONS when set, and UBSAN_OPTIONS go with it).
 # MN_PLUGSTACK=FILE (plugstack.conf includes FILE, e.g. an installed package's
-# /etc/slurm/plugstack.conf.d/mn_nccl.conf, instead of naming the build's plugin).
+# /etc/slurm/plugstack.conf.d/zz-mn_nccl.conf, instead of naming the build's plugin).
 # MN_CLUSTER_CGROUP=devices: task/cgroup with ConstrainDevices=yes (device
 # cgroups on the fake GPUs, cgroup v1 only: see cgroup_devices_usable).
 set -euo pipefail

@@ -17,7 +17,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 LOCK=${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}
-CONFFILE=/etc/slurm/plugstack.conf.d/mn_nccl.conf
+CONFFILE=/etc/slurm/plugstack.conf.d/zz-mn_nccl.conf
 # enroot's system mount of mn-preflight into pyxis containers.
 ENROOT_MOUNT=/etc/enroot/mounts.d/50-mn-preflight.fstab
 ENROOT_LINE="/usr/bin/mn-preflight /usr/bin/mn-preflight none x-create=file,bind,ro,nosuid,nodev,private"
@@ -95,6 +95,12 @@ stray=$(grep -E '\.la$|/usr/local/|/usr/lib/slurm/' <<<"$files")
 [ ${#missing[@]} -eq 0 ] && [ -z "$stray" ] &&
   pass "the .deb holds the plugin in $plugindir, mn-preflight, both man pages, $CONFFILE and $ENROOT_MOUNT" ||
   fail "the .deb's files" "missing: ${missing[*]:-none}" "stray: ${stray:-none}"
+
+# The licence: Debian's form is the package's copyright file (DEP-5).
+copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/mn-nccl/copyright 2>/dev/null)
+grep -qx 'License: Apache-2.0' <<<"$copyright" &&
+  pass "the .deb's /usr/share/doc/mn-nccl/copyright says License: Apache-2.0" ||
+  fail "the .deb's copyright file names Apache-2.0" "$(head -12 <<<"$copyright")"
 
 conffiles=$(dpkg-deb -I "$deb" conffiles 2>/dev/null | sort | paste -sd' ')
 line=$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ".$CONFFILE" 2>/dev/null)
@@ -229,6 +235,10 @@ if [ "${MN_TEST_RPM:-1}" != 0 ]; then
     [ "$(rpm -qcp "$rpm" 2>/dev/null | sort | paste -sd' ')" = "$ENROOT_MOUNT $CONFFILE" ] &&
       pass "the RPM's config files: $CONFFILE and $ENROOT_MOUNT" ||
       fail "the RPM's config files" "$(rpm -qcp "$rpm" 2>&1)"
+    [ "$(rpm -qp --qf '%{LICENSE}' "$rpm" 2>/dev/null)" = Apache-2.0 ] &&
+      rpm -qLp "$rpm" 2>/dev/null | grep -q '/LICENSE$' &&
+      pass "the RPM's License is Apache-2.0 and it ships LICENSE ($(rpm -qLp "$rpm" 2>/dev/null | paste -sd,))" ||
+      fail "the RPM's licence" "License: $(rpm -qp --qf '%{LICENSE}' "$rpm" 2>&1)" "licence files: $(rpm -qLp "$rpm" 2>&1)"
     requires=$(rpm -qp --requires "$rpm" 2>/dev/null)
     grep -qx "slurm >= $series" <<<"$requires" && grep -qx "slurm < $next" <<<"$requires" &&
       pass "the RPM requires Slurm $series: $(grep '^slurm ' <<<"$requires" | paste -sd,)" ||
