@@ -98,11 +98,26 @@ using Wire = nlohmann::basic_json<std::map, std::vector, std::string, bool, int6
 
 namespace {
 
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
 // A field of a struct: nlohmann-json's at(), naming the field in what goes wrong.
+// An optional field may also be missing: fields added within a protocol
+// are optional, so that a build of the same protocol from before them
+// (which sends no such key) is read as not saying it, and the two check
+// together through a rolling upgrade.
 template <typename T>
 void get_field(const Wire& j, const char* key, T& v) {
     const auto it = j.find(key);
-    if (it == j.end()) throw Wrong{key, "is missing"};
+    if (it == j.end()) {
+        if constexpr (IsOptional<T>::value) {
+            v = std::nullopt;
+            return;
+        }
+        throw Wrong{key, "is missing"};
+    }
     try {
         it->get_to(v);
     } catch (Wrong& w) {
@@ -152,7 +167,11 @@ void within(const char* field, int64_t v, int64_t lo, int64_t hi) {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
-void bounds(const Hello& m) { within("lanes", m.lanes, 1, 1 << 16); }
+void bounds(const Hello& m) {
+    within("lanes", m.lanes, 1, 1 << 16);
+    if (m.machine && m.machine->size() > 64)
+        throw Wrong{"machine", "is " + std::to_string(m.machine->size()) + " bytes, more than 64"};
+}
 void bounds(const Plan& m) {
     within("iters", m.iters, 0, kIntMax);
     within("warmup", m.warmup, 0, kIntMax);
@@ -164,6 +183,8 @@ void bounds(const PairReport& m) {
     if (m.strangers_seen.size() > kStrangersText)
         throw Wrong{"strangers_seen", "is " + std::to_string(m.strangers_seen.size()) + " bytes, more than " +
                                           std::to_string(kStrangersText)};
+    if (m.cpu_wait && !(*m.cpu_wait >= 0 && *m.cpu_wait <= 1))
+        throw Wrong{"cpu_wait", "is " + std::to_string(*m.cpu_wait) + ", not a share from 0 to 1"};
 }
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
 void bounds(const Carried& m) {
@@ -325,7 +346,7 @@ MESSAGE(Knock, version, purpose, rank, nonce)
 MESSAGE(Welcome, rank)
 MESSAGE(Refused, reason)
 MESSAGE(Hello, rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr, data_port,
-        standby_port, sig, ifname, problems)
+        standby_port, sig, ifname, problems, machine)
 MESSAGE(Beat, stage)
 MESSAGE(Roster, lead, standbys)
 MESSAGE(Prepare, gpu, bytes, nranks, first_rank, id, nccl)
@@ -336,7 +357,7 @@ MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
 MESSAGE(Ready, error, health, fingerprint)
 MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error)
-MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen)
+MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)
 MESSAGE(TakeoverReport, hello)

@@ -29,7 +29,9 @@ const char* stage_name(Stage s);
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
-// message that names both. 6: a node's ranks may speak to rank 0 through
+// message that names both. A field added within a protocol is a
+// std::optional, which a build of the same protocol from before it does
+// not send and this one reads as not said (messages.cc's get_field). 6: a node's ranks may speak to rank 0 through
 // their node's leader (Relay, Relayed; 5: NCCL's id and ranks in Prepare; 4: the
 // rendezvous quiet above 4,096 ranks and pair reports with the strangers
 // at the data port; 3: messages in CBOR; 2: key=value text; 1 had one-way
@@ -95,9 +97,14 @@ struct Hello {
     FabricSignature sig;
     std::string ifname;
     std::vector<std::string> problems;  // found at home (fabric discovery)
+    // The machine it runs on: the kernel's boot id, shared by every network
+    // namespace and container of one boot and by no other machine. Nodes
+    // on one machine share its CPUs (lib/check/retest.h). Added in protocol
+    // 6: none from a build before it.
+    std::optional<std::string> machine;
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, standby_port, sig, ifname, problems);
+                        data_port, standby_port, sig, ifname, problems, machine);
     }
 };
 
@@ -241,7 +248,11 @@ struct PairReport {
     std::string error;
     uint32_t strangers = 0;
     std::string strangers_seen;
-    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen); }
+    // The share of the timed test this rank's thread waited, runnable, for
+    // a CPU (the kernel's run_delay over the wall time); none where the
+    // kernel does not say, or from a build before it (protocol 6).
+    std::optional<double> cpu_wait;
+    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen, cpu_wait); }
 };
 
 // A GPU retest's rounds, timed: per round, per lane, as Result's pair_seconds.

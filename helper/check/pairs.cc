@@ -21,6 +21,7 @@
 
 #include "helper/check/step.h"
 #include "lib/check/retest.h"
+#include "lib/util/machine.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -65,7 +66,12 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     links.pos = pos;
     links.n = 2;
     links.next = links.prev = fd->get();
+    // How long this thread waited for a CPU meanwhile: a pair slowed by the
+    // scheduler (nodes that share a machine) is no evidence against a node.
+    const auto cpu_before = thread_cpu_times();
+    const double t0 = now_s();
     Timed t = timed_ring(buf, q.iters, links, 2, pd, q.time_bound, slowed_from_round(q.tag) ? kPassPause : 0);
+    r.cpu_wait = cpu_wait_share(cpu_before, thread_cpu_times(), now_s() - t0);
     // Its median pass: a pass that waited on a busy scheduler is noise, a
     // slow link slows them all.
     r.seconds = t.median_pass > 0 ? t.median_pass : t.seconds;
@@ -90,10 +96,14 @@ struct Round {
     std::map<std::string, double> slowest;
     std::map<std::string, unsigned> strangers;      // at either side's data port
     std::map<std::string, std::string> strangers_seen;  // "at node1: 8 connections from ..."
+    // The larger wait for a CPU of its sides; none once a side did not say.
+    std::map<std::string, std::optional<double>> cpu_wait;
     // A side's report; `host`: its node.
     void take(const msg::PairReport& r, const std::string& host) {
         if (!r.error.empty()) errors[r.tag].push_back(r.error);
         slowest[r.tag] = std::max(slowest[r.tag], r.seconds);
+        const auto [w, first] = cpu_wait.try_emplace(r.tag, r.cpu_wait);
+        if (!first) w->second = w->second && r.cpu_wait ? std::optional(std::max(*w->second, *r.cpu_wait)) : std::nullopt;
         if (r.strangers == 0) return;
         strangers[r.tag] += r.strangers;
         std::string& seen = strangers_seen[r.tag];
@@ -172,11 +182,12 @@ bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const s
         if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
             const std::string tag = pair_tag(kind, k, q);
-            PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, "", 0, ""};
+            PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, "", 0, "", std::nullopt};
             if (!round.errors[tag].empty()) pr.error = round.errors[tag].front();
             else if (round.slowest[tag] > 0) pr.busbw_gbps = allreduce_busbw(l.pair_bytes / round.slowest[tag] / 1e9, 2);
             pr.strangers = round.strangers[tag];
             pr.strangers_seen = round.strangers_seen[tag];
+            pr.cpu_wait = round.cpu_wait[tag];
             out.push_back(pr);
         }
         // A long check (slow links, many rounds) shows it is moving.
@@ -296,7 +307,7 @@ void gpu_pairs(Step& st, Lead& l) {
     for (const auto& r : l.results) per_rank.push_back(r.pair_seconds);
     for (const Scored& s : score(l.gpu_rounds, by_lane(st, l, per_rank), l.pair_bytes)) {
         if (s.intra) l.rep.gpu_pairs.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, ""});  // NCCL's: no doorway
+        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, "", std::nullopt});  // NCCL's: no doorway
     }
 }
 
@@ -392,7 +403,7 @@ bool gpu_retests(Step& st, Lead& l) {
     const std::string missing = errors.empty() ? "not timed" : errors.front();
     for (const Scored& s : score(rounds, by_lane(st, l, per_rank), l.pair_bytes, missing)) {
         if (s.intra) rep.gpu_retests.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, ""});
+        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, "", std::nullopt});
     }
     return true;
 }

@@ -23,6 +23,7 @@
 #include "lib/plan/netprobe.h"
 #include "lib/plan/step_plan.h"
 #include "lib/util/text.h"
+#include "lib/util/machine.h"
 #include "lib/fabric/verbs.h"
 
 namespace mn::check {
@@ -262,6 +263,7 @@ void fill_hello(Step& st, uint16_t standby_port) {
     h.sig = st.sig;
     h.ifname = st.ifname;
     h.problems = st.home_problems;
+    h.machine = boot_id();
 }
 
 }  // namespace
@@ -392,6 +394,7 @@ void place_nodes(Lead& l, const std::vector<bool>& have) {
         n.node = h.node;
         if (n.ranks.empty()) {
             n.host = h.label;
+            n.machine = h.machine.value_or("");
             n.sig = h.sig;
             n.ifname = h.ifname;
             n.gpus = h.gpus;

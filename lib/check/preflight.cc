@@ -203,14 +203,17 @@ void judge(PreflightReport& r) {
         for (const auto& p : n.problems) blame[n.node].push_back(p);
     for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
     const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
-    std::vector<std::string> hosts;
-    for (const auto& n : r.nodes) hosts.push_back(n.host);
+    std::vector<std::string> hosts, machines;
+    for (const auto& n : r.nodes) {
+        hosts.push_back(n.host);
+        machines.push_back(n.machine);
+    }
     // Pairs that strangers disturbed judge nobody (lib/check/retest.h): a
     // note for each node they kept from being named, else one for them all.
     bool disturbed = false;
     if (r.retests_ran) {
         const RetestPlan plan = plan_retests(r.pairs, nnodes, r.min_busbw);
-        for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts)) {
+        for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts, machines)) {
             if (v.named) blame[v.node].push_back(v.text);
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
             disturbed = disturbed || v.disturbed;
@@ -220,6 +223,8 @@ void judge(PreflightReport& r) {
             if (auto d = disturbed_slowness(node, r.pairs, {}, r.min_busbw, hosts)) {
                 r.notes.push_back(hosts[node] + ": " + *d);
                 disturbed = true;
+            } else if (auto m = shared_machine_slowness(node, r.pairs, {}, machines, hosts)) {
+                r.notes.push_back(hosts[node] + ": slow (" + why + "), but " + *m);
             } else {
                 blame[node].push_back("slow: " + why);
             }
@@ -446,6 +451,7 @@ Json report_object(const PreflightReport& r) {
             o["strangers"] = p.strangers;
             o["strangers_seen"] = json_text(p.strangers_seen);
         }
+        if (p.cpu_wait) o["cpu_wait"] = json_rounded(*p.cpu_wait, 3);
         return o;
     };
     j["pairs"] = Json::array();

@@ -40,6 +40,9 @@ struct FabricSignature {
 struct NodeReport {
     uint32_t node = 0;
     std::string host;
+    // The machine it runs on (its boot id; "" when its rank did not say):
+    // nodes on one machine share its CPUs (lib/check/retest.h).
+    std::string machine;
     std::vector<uint32_t> ranks;
     uint32_t gpus = 0;
     FabricSignature sig;
@@ -70,6 +73,11 @@ struct PairResult {
     // "" when none came. Such a pair's time may be theirs (lib/check/retest.h).
     unsigned strangers = 0;
     std::string strangers_seen;
+    // The larger share of the timed test that either side's thread waited,
+    // runnable, for a CPU; none when a side did not say (the GPU path, a
+    // kernel without schedstat, an earlier build). A pair slowed by the
+    // scheduler shows it here; one slowed by its link does not.
+    std::optional<double> cpu_wait;
 };
 
 // A pair test between two GPUs of one node (NVLink or PCIe between them).

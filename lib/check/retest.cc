@@ -161,7 +161,8 @@ RetestPlan plan_retests(const std::vector<PairResult>& pairs, uint32_t nnodes, s
 
 std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
                                          const std::vector<PairResult>& retests, uint32_t nnodes,
-                                         std::optional<double> floor, const std::vector<std::string>& hosts) {
+                                         std::optional<double> floor, const std::vector<std::string>& hosts,
+                                         const std::vector<std::string>& machines) {
     (void)nnodes;
     const std::set<uint32_t> sus(plan.suspects.begin(), plan.suspects.end());
     const double first = healthy_median(pairs, sus);
@@ -192,6 +193,11 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
                 out.push_back(v);
                 continue;
             }
+            if (auto d = shared_machine_slowness(s, pairs, {}, machines, hosts)) {
+                v.text = *d;
+                out.push_back(v);
+                continue;
+            }
             v.named = true;
             v.text = "slow: " + plan.why[i] + " (not retested: " + plan.unconfirmable_why + ")";
             out.push_back(v);
@@ -217,6 +223,9 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
             if (auto d = disturbed_slowness(s, pairs, retests, floor, hosts)) {
                 v.disturbed = true;
                 v.text = *d;
+            } else if (auto m = shared_machine_slowness(s, pairs, retests, machines, hosts)) {
+                v.text = "its first pairs looked slow (" + plan.why[i] + ") and so did its retests (" +
+                         and_list(ran) + "), but " + *m;
             } else {
                 v.named = true;
                 v.text = "slow: " + plan.why[i] + "; confirmed by " +
@@ -305,6 +314,42 @@ std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<Pair
     return text + " while strangers held connections to the data ports (" + seen +
            "): not judged; if it persists, find who connects to " + host_of(hosts, x) +
            "'s data port (ss -tnp there and on the addresses named)";
+}
+
+std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector<PairResult>& pairs,
+                                                   const std::vector<PairResult>& retests,
+                                                   const std::vector<std::string>& machines,
+                                                   const std::vector<std::string>& hosts) {
+    if (x >= machines.size() || machines[x].empty()) return std::nullopt;
+    std::vector<std::string> mates;
+    for (uint32_t i = 0; i < machines.size(); ++i)
+        if (i != x && machines[i] == machines[x]) mates.push_back(host_of(hosts, i));
+    if (mates.empty()) return std::nullopt;
+    std::size_t ran = 0, unsaid = 0, waited = 0;
+    double most = 0;
+    auto weigh = [&](const PairResult& p) {
+        if (!p.error.empty()) return;
+        ++ran;
+        if (!p.cpu_wait) ++unsaid;
+        else if (*p.cpu_wait >= kSchedulerWait) ++waited;
+        if (p.cpu_wait) most = std::max(most, *p.cpu_wait);
+    };
+    for (const auto& p : pairs)
+        if (involves(p, x)) weigh(p);
+    for (const auto& t : retests)
+        if (t.a == x) weigh(t);
+    if (ran == 0 || (unsaid == 0 && waited == 0)) return std::nullopt;  // the evidence is its own
+    const std::string tests = std::to_string(ran) + " pair test" + (ran == 1 ? "" : "s");
+    std::string why;
+    if (waited)
+        why = "a side waited for a CPU in " + std::to_string(waited) + " of its " + tests + " (up to " +
+              num(100 * most, 0) + " % of the time)";
+    if (unsaid)
+        why += (why.empty() ? "" : ", and ") + std::string("a side did not say how long it waited for a CPU in ") +
+               std::to_string(unsaid) + " of its " + tests;
+    return "it shares one machine (the same boot id) with " + and_list(mates) + ", and " + why +
+           ": nodes of one machine share its CPUs, and a difference between them is its scheduler's, not a node's; "
+           "not judged (to judge its link, check it with nodes of other machines)";
 }
 
 std::string data_port_strangers(const std::vector<PairResult>& pairs, const std::vector<PairResult>& retests) {

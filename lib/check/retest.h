@@ -72,9 +72,12 @@ struct RetestVerdict {
 // slow first pairs were all with a named node is cleared with that said.
 // One that would be named on pairs or retests that strangers disturbed
 // (disturbed_slowness) is not named: its text is that note.
+// One that shares its machine with another node and whose pairs do not
+// clear the scheduler (shared_machine_slowness) is not named either.
 std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vector<PairResult>& pairs,
                                          const std::vector<PairResult>& retests, uint32_t nnodes,
-                                         std::optional<double> floor, const std::vector<std::string>& hosts);
+                                         std::optional<double> floor, const std::vector<std::string>& hosts,
+                                         const std::vector<std::string>& machines = {});
 
 // ---- strangers at the data ports ------------------------------------------
 // Another user who holds connections to a node's data port while its pairs
@@ -94,6 +97,31 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
 std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<PairResult>& pairs,
                                               const std::vector<PairResult>& retests, std::optional<double> floor,
                                               const std::vector<std::string>& hosts);
+
+// ---- nodes that share a machine -------------------------------------------
+// Nodes on one machine (the same boot id: the local test clusters, the
+// emulated nodes of --mn-nccl-emulate-nodes, a site that packs several
+// slurmd on a host) share its CPUs. A process the scheduler gives less CPU
+// for a second is slow in every pair it is in, its retests included, while
+// the control pair beside it is not (seen: 3 healthy checks of 60 on one
+// quiet 2-core machine named a node so). A difference between such nodes
+// says nothing of a node's hardware, unless the pairs show it is not the
+// scheduler's: a throttled link makes both sides of its pairs sleep, a
+// starved process waits, runnable, for a CPU (PairResult.cpu_wait).
+//
+// So a slow node that shares its machine with another node of the step is
+// named only when, in each of its pairs and retests that ran, neither side
+// waited for a CPU kSchedulerWait of the time or more, and both sides said
+// so; else it is not judged, and a note says why.
+constexpr double kSchedulerWait = 0.05;
+
+// The note for slow node x (without its host) when it shares its machine
+// with another node and its pairs or retests (.a == x) do not clear the
+// scheduler; none otherwise. `machines`: each node's boot id ("" unknown).
+std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector<PairResult>& pairs,
+                                                   const std::vector<PairResult>& retests,
+                                                   const std::vector<std::string>& machines,
+                                                   const std::vector<std::string>& hosts);
 
 // One line on the strangers at the data ports over all pair tests and
 // retests (their connections in all, the first few pairs' texts); "" when

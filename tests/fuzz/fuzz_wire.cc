@@ -199,6 +199,7 @@ msg::Hello hello_from(Source& s) {
     h.sig.mtu = static_cast<unsigned>(s.bits(32));
     h.ifname = s.text();
     h.problems = s.texts();
+    if (s.flag()) h.machine = s.text();
     return h;
 }
 
@@ -325,7 +326,9 @@ void built_messages(const std::string& bytes) {
     round_trip(msg::Word{s.flag(), static_cast<int>(s.byte()), s.text()}, "Word");
     round_trip(ready_from(s), "Ready");
     round_trip(result_from(s), "Result");
-    round_trip(msg::PairReport{s.text(), s.real(), s.text(), static_cast<uint32_t>(s.bits(32)), s.text()}, "PairReport");
+    round_trip(msg::PairReport{s.text(), s.real(), s.text(), static_cast<uint32_t>(s.bits(32)), s.text(),
+                               s.flag() ? std::optional<double>(s.byte() / 255.0) : std::nullopt},
+               "PairReport");
     round_trip(msg::GpuRetest{s.rows<int>([&] { return static_cast<int>(s.bits(32)); })}, "GpuRetest");
     round_trip(msg::GpuRetestReport{s.rows<double>([&] { return s.real(); }), s.text()}, "GpuRetestReport");
     built_liveness(s);

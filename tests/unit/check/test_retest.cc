@@ -17,7 +17,7 @@ using namespace mn;
 
 namespace {
 
-PairResult pr(uint32_t a, uint32_t b, double bw, const std::string& err = "") { return {a, b, bw, err, 0, ""}; }
+PairResult pr(uint32_t a, uint32_t b, double bw, const std::string& err = "") { return {a, b, bw, err, 0, "", std::nullopt}; }
 
 std::vector<std::string> hosts(uint32_t n) {
     std::vector<std::string> h;
@@ -421,6 +421,100 @@ static void strangers_at_a_node_that_is_not_slow_say_nothing_of_slowness(void**)
 // with probability 0.15 a pair is unlucky (a factor 5 to 50 slower: the
 // 2-core machine's scheduler). Over 500 seeded runs, the first-round rule
 // names healthy nodes in many runs; confirmed blame almost never, and the
+// Issue 41: three healthy nodes on one quiet 2-core machine, ranks by hand
+// on 127.0.0.1. The scheduler gave node2's process less CPU for a second:
+// its pairs ran at 1.18 GB/s against a median of 2.89, and its retests
+// "confirmed" it (0.91, 1.1) while the control beside them ran at speed.
+// node2's side waited, runnable, for a CPU a third of each test.
+namespace {
+PairResult waited(uint32_t a, uint32_t b, double bw, std::optional<double> wait) {
+    PairResult p = pr(a, b, bw);
+    p.cpu_wait = wait;
+    return p;
+}
+PreflightReport one_machine(const std::string& boot0, const std::string& boot1, const std::string& boot2) {
+    PreflightReport r = three_nodes();
+    r.nodes[0].machine = boot0;
+    r.nodes[1].machine = boot1;
+    r.nodes[2].machine = boot2;
+    return r;
+}
+}  // namespace
+
+static void nodes_of_one_machine_are_not_blamed_for_its_scheduler(void**) {
+    const std::string boot = "0f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60";
+    PreflightReport r = one_machine(boot, boot, boot);
+    r.pairs = {waited(0, 1, 2.89, 0.01), waited(0, 2, 1.18, 0.31), waited(1, 2, 1.15, 0.34)};
+    r.retests = {waited(2, 0, 0.9072, 0.36), waited(0, 1, 2.7, 0.0), waited(2, 1, 1.1, 0.29)};
+    judge(r);
+    assert_int_equal(r.code, kPass);
+    assert_int_equal(r.problems.size(), 0);
+    for (const auto& n : r.nodes) assert_str(n.verdict, "ok");
+    assert_int_equal(notes_with(r, "not judged"), 1);
+    assert_contains(r.notes[0], "node2: its first pairs looked slow");
+    assert_contains(r.notes[0], "but it shares one machine (the same boot id) with node0 and node1, and a side waited "
+                                "for a CPU in 4 of its 4 pair tests (up to 36 % of the time)");
+    assert_contains(r.notes[0], "not judged (to judge its link, check it with nodes of other machines)");
+    // The same figures from nodes that did not say how long they waited
+    // (an earlier build): nothing clears the scheduler, so still not judged.
+    PreflightReport u = one_machine(boot, boot, boot);
+    u.pairs = {pr(0, 1, 2.89), pr(0, 2, 1.18), pr(1, 2, 1.15)};
+    u.retests = {pr(2, 0, 0.9072), pr(0, 1, 2.7), pr(2, 1, 1.1)};
+    judge(u);
+    assert_int_equal(u.code, kPass);
+    assert_contains(u.notes[0], "a side did not say how long it waited for a CPU in 4 of its 4 pair tests");
+}
+
+// What a node of a shared machine is still named for: a throttled link
+// (tc tbf in its namespace) makes both sides of its pairs sleep, not wait
+// for a CPU; its own evidence.
+static void a_throttled_link_on_a_shared_machine_is_named(void**) {
+    const std::string boot = "0f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60";
+    PreflightReport r = one_machine(boot, boot, boot);
+    r.pairs = {waited(0, 1, 0.0061, 0.002), waited(0, 2, 2.4, 0.01), waited(1, 2, 0.0059, 0.004)};
+    r.retests = {waited(1, 0, 0.006, 0.0), waited(0, 2, 2.3, 0.02), waited(1, 2, 0.0058, 0.049)};
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_int_equal(r.problems.size(), 1);
+    assert_contains(r.problems[0], "node1: slow: its pairs run at 0.0061 GB/s at best");
+    assert_int_equal(notes_with(r, "not judged"), 0);
+    // One retest in which a side waited for a CPU 5 % of the time: the
+    // scheduler is not cleared, the node not judged.
+    r = one_machine(boot, boot, boot);
+    r.pairs = {waited(0, 1, 0.0061, 0.002), waited(0, 2, 2.4, 0.01), waited(1, 2, 0.0059, 0.004)};
+    r.retests = {waited(1, 0, 0.006, 0.0), waited(0, 2, 2.3, 0.02), waited(1, 2, 0.0058, 0.05)};
+    judge(r);
+    assert_int_equal(r.code, kPass);
+    assert_int_equal(notes_with(r, "a side waited for a CPU in 1 of its 4 pair tests (up to 5 % of the time)"), 1);
+}
+
+// The rule is for nodes that share a machine: the same figures from three
+// machines (or from nodes that did not say which: an earlier build) name
+// the slow node as before, waits or not.
+static void nodes_of_their_own_machines_are_judged_as_before(void**) {
+    for (const auto& boots : std::vector<std::vector<std::string>>{
+             {"0f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60", "1f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60",
+              "2f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60"},
+             {"", "", ""}}) {
+        PreflightReport r = one_machine(boots[0], boots[1], boots[2]);
+        r.pairs = {waited(0, 1, 2.89, 0.01), waited(0, 2, 0.118, 0.31), waited(1, 2, 0.115, std::nullopt)};
+        r.retests = {waited(2, 0, 0.09, 0.36), waited(0, 1, 2.7, 0.0), waited(2, 1, 0.11, 0.29)};
+        judge(r);
+        assert_int_equal(r.code, kCheckFailed);
+        assert_int_equal(r.problems.size(), 1);
+        assert_contains(r.problems[0], "node2: slow: its pairs run at 0.1180 GB/s at best");
+    }
+    // Two machines, node2 alone on its own: its mates are none, so it is
+    // judged on its pairs, waits or not.
+    const std::string a = "0f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60", b = "1f2c1a3e-8d4b-4c9a-9f7e-1b2c3d4e5f60";
+    PreflightReport r = one_machine(a, a, b);
+    r.pairs = {waited(0, 1, 2.89, 0.01), waited(0, 2, 0.118, 0.31), waited(1, 2, 0.115, 0.2)};
+    r.retests = {waited(2, 0, 0.09, 0.36), waited(0, 1, 2.7, 0.0), waited(2, 1, 0.11, 0.29)};
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_contains(r.problems[0], "node2: slow");
+}
+
 // one throttled node (1/40 of the speed) is named in every run, alone.
 static void noisy_cluster_model(void**) {
     const uint32_t n = 32;
@@ -745,6 +839,9 @@ int main() {
         cmocka_unit_test(a_slow_node_that_strangers_disturbed_is_not_judged),
         cmocka_unit_test(an_undisturbed_slow_node_is_named_as_before),
         cmocka_unit_test(strangers_at_a_node_that_is_not_slow_say_nothing_of_slowness),
+        cmocka_unit_test(nodes_of_one_machine_are_not_blamed_for_its_scheduler),
+        cmocka_unit_test(a_throttled_link_on_a_shared_machine_is_named),
+        cmocka_unit_test(nodes_of_their_own_machines_are_judged_as_before),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
