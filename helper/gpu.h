@@ -23,7 +23,7 @@ struct Availability {
     std::string nccl_version;  // "2.28.3"
 };
 
-// Loads the libraries and counts the visible GPUs. MN_PREFLIGHT_NCCL names
+// Loads the libraries and counts the visible GPUs. MN_PREFLIGHT_LIBNCCL names
 // another libnccl (a path), for NCCL installed outside the loader's path.
 Availability probe();
 

@@ -75,13 +75,27 @@ bool local_side() {
 
 using namespace mn::spank;
 
+// plugstack.conf's arguments are the admin's: a bad one goes to slurmd's
+// log (as slurmd starts, and from each training step's slurmstepd, since
+// they read the file again at each launch), not to every user's srun,
+// where only srun -v shows it.
 extern "C" int slurm_spank_init(spank_t sp, int ac, char** av) {
     if (local_side())
         return guarded("init", Failure::FailHook, [&] {
             local_restore_real_slurm();  // before srun reads its options from the environment
-            return init_plugin(sp, ac, av, true);
+            return init_plugin(sp, ac, av, ConfigReport::Verbose);
         });
-    if (spank_remote(sp)) return guarded("init", Failure::Defer, [&] { return init_plugin(sp, ac, av, false); });
+    if (spank_remote(sp))
+        return guarded("init", Failure::Defer, [&] {
+            uint32_t step = 0;
+            const bool training = spank_get_item(sp, S_JOB_STEPID, &step) == ESPANK_SUCCESS && mn::is_training_step(step);
+            return init_plugin(sp, ac, av, training ? ConfigReport::Log : ConfigReport::Verbose);
+        });
+    if (spank_context() == S_CTX_SLURMD)
+        return guarded("init", Failure::Defer, [&] {
+            report_site_config(ac, av);
+            return 0;
+        });
     return 0;
 }
 

@@ -5,12 +5,15 @@
 #include <vector>
 
 #include "lib/check/check_options.h"
+#include "lib/util/boolean.h"
 #include "spank/plugin_state.h"
 
 namespace mn::spank {
 namespace {
 
-enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate, kPreflight };
+// Each option's id; an alias has an id of its own, so that messages name
+// the spelling the user wrote.
+enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate, kPreflight, kEmulateOld, kPreflightOld };
 
 int refuse(int remote, const Problem& p) {
     const std::string text = message(p.text());
@@ -22,49 +25,56 @@ int refuse(int remote, const Problem& p) {
     return -1;
 }
 
-// --mn-preflight's callback. In srun and sbatch (remote == 0) a failure
-// here is the one Slurm obeys for an `optional` plugstack line too, so the
-// release check is made here and not only in init_post_opt.
-int on_preflight(const std::string& value, int remote) {
+// --mn-nccl-preflight's callback. In srun and sbatch (remote == 0) a
+// failure here is the one Slurm obeys for an `optional` plugstack line
+// too, so the release check is made here and not only in init_post_opt.
+int on_preflight(const std::string& value, const char* spelling, int remote) {
     PluginState& s = state();
     s.preflight_option = value;
+    s.preflight_spelling = spelling;
     s.preflight_asked = preflight_switch(value) != false;
-    auto r = parse_preflight_request(value, kPreflightOption);
+    auto r = parse_preflight_request(value, spelling);
     if (!r) return refuse(remote, r.problem());
     s.preflight = *r;
     if (auto p = preflight_unavailable(*r); p && !remote) return refuse(remote, *p);
     return 0;
 }
 
+// The callbacks keep what was given and refuse a bad value at once (srun
+// fails before launch); resolve_user_choices makes it the step's choice.
 int on_option(int id, const char* optarg, int remote) {
     try {
         const std::string value = optarg ? optarg : "";
         PluginState& s = state();
         switch (id) {
             case kMode: {
-                auto m = parse_mode(value, "--mn-nccl");
+                auto m = parse_mode(value, kModeOption);
                 if (!m) return refuse(remote, m.problem());
-                s.choice.mode = *m;
                 s.mode_option = value;
                 return 0;
             }
             case kLaunch: {
-                auto l = parse_launch(value, "--mn-nccl-launch");
+                auto l = parse_launch(value, kLaunchOption);
                 if (!l) return refuse(remote, l.problem());
-                s.choice.launch = *l;
+                s.launch_option = value;
                 return 0;
             }
             case kExplain:
-                s.choice.explain = true;
+                s.explain_option = true;
                 return 0;
-            case kEmulate: {
-                auto k = parse_emulate_nodes(value, "--mn-emulate-nodes");
+            case kEmulate:
+            case kEmulateOld: {
+                const char* spelling = id == kEmulate ? kEmulateOption : kEmulateAlias;
+                auto k = parse_emulate_nodes(value, spelling);
                 if (!k) return refuse(remote, k.problem());
-                s.choice.emulate = *k;
+                s.emulate_option = value;
+                s.emulate_spelling = spelling;
                 return 0;
             }
             case kPreflight:
-                return on_preflight(value, remote);
+                return on_preflight(value, kPreflightOption, remote);
+            case kPreflightOld:
+                return on_preflight(value, kPreflightAlias, remote);
         }
         return 0;
     } catch (...) {
@@ -72,31 +82,38 @@ int on_option(int id, const char* optarg, int remote) {
     }
 }
 
+char* text(const char* s) { return const_cast<char*>(s); }
+
+// srun --help lists them in this order: the family, then the older
+// spellings, which stay as aliases.
 struct spank_option kOptions[] = {
-    {const_cast<char*>("mn-nccl"), const_cast<char*>("[MODE]"),
-     const_cast<char*>("Set up each task's multi-node NCCL/PyTorch environment. MODE: auto (default), "
-                       "ib, roce, socket, off. Env form: MN_NCCL=MODE."),
+    {text("mn-nccl"), text("[MODE]"),
+     text("Set up each task's multi-node NCCL/PyTorch environment. MODE: auto (default), ib, roce, socket, off. "
+          "Env form: MN_NCCL=MODE."),
      2, kMode, on_option},
-    {const_cast<char*>("mn-nccl-launch"), const_cast<char*>("task|node"),
-     const_cast<char*>("task: one task per GPU (RANK etc. set); node: one launcher such as torchrun per node "
-                       "(PET_* set). Default: node when every node runs one task, with RANK etc. too unless the "
-                       "command is torchrun, accelerate or deepspeed."),
+    {text("mn-nccl-launch"), text("task|node"),
+     text("task: one task per GPU (RANK etc. set); node: one launcher such as torchrun per node (PET_* set). "
+          "Default: node when every node runs one task, with RANK etc. too unless the command is torchrun, "
+          "accelerate or deepspeed. Env form: MN_NCCL_LAUNCH."),
      1, kLaunch, on_option},
-    {const_cast<char*>("mn-nccl-explain"), nullptr,
-     const_cast<char*>("Each node prints one line with the values mn_nccl chose and why."), 0, kExplain,
-     on_option},
-    {const_cast<char*>("mn-emulate-nodes"), const_cast<char*>("K"),
-     const_cast<char*>("Split each node into K emulated nodes (tasks, GPUs, NCCL_HOSTID), to test multi-node "
-                       "code on one node."),
+    {text("mn-nccl-explain"), nullptr,
+     text("Each node prints one line with the values mn_nccl chose and why. Env form: MN_NCCL_EXPLAIN=1."), 0,
+     kExplain, on_option},
+    {text("mn-nccl-emulate-nodes"), text("K"),
+     text("Split each node into K emulated nodes (tasks, GPUs, NCCL_HOSTID), to test multi-node code on one "
+          "node. Env form: MN_NCCL_EMULATE_NODES=K."),
      1, kEmulate, on_option},
     // Its help comes from the check's option table: see preflight_help().
-    {const_cast<char*>("mn-preflight"), const_cast<char*>("[OPTIONS]"), nullptr, 2, kPreflight, on_option},
+    {text("mn-nccl-preflight"), text("[OPTIONS]"), nullptr, 2, kPreflight, on_option},
+    {text("mn-emulate-nodes"), text("K"), text("Alias of --mn-nccl-emulate-nodes."), 1, kEmulateOld, on_option},
+    {text("mn-preflight"), text("[OPTIONS]"), text("Alias of --mn-nccl-preflight."), 2, kPreflightOld, on_option},
 };
 
 const std::string& preflight_help() {
     static const std::string help =
         std::string("Each task first runs mn-preflight's check (same ranks, GPUs and network); the program "
-                    "starts only on PASS. OPTIONS: 1 (the defaults), 0 (no check), or a comma list of ") +
+                    "starts only on PASS. OPTIONS: 1 (or yes, true, on: the defaults), 0 (or no, false, off: no "
+                    "check), or a comma list of ") +
         inline_options_list() + ". Needs Slurm " + kPreflightNeedsSlurm + ". Env form: " + kPreflightEnv + ".";
     return help;
 }
@@ -110,21 +127,57 @@ std::string slurm_release() {
 }
 #endif
 
-// MN_NCCL unless --mn-nccl was given.
-std::optional<Problem> resolve_mode(PluginState& s, const EnvLookup& env) {
-    const std::optional<std::string> v = s.mode_option ? s.mode_option : env("MN_NCCL");
-    if (!v) return std::nullopt;
-    auto m = parse_mode(*v, s.mode_option ? "--mn-nccl" : "MN_NCCL");
-    if (!m) return m.problem();
-    s.choice.mode = *m;
+// A setting's text and where it came from, for messages: the option's
+// spelling or the variable's name.
+struct Given {
+    std::string value;
+    std::string source;
+};
+
+// The option's value when it was given, else its variable's.
+std::optional<Given> given(const std::optional<std::string>& option, const std::string& spelling, const char* var,
+                           const EnvLookup& env) {
+    if (option) return Given{*option, spelling};
+    if (auto v = env(var)) return Given{*v, var};
     return std::nullopt;
+}
+
+// An admin's typo in plugstack.conf never stops a job: its default stands.
+void report_warnings(const ParsedSiteConfig& site, ConfigReport report) {
+    for (const auto& w : site.warnings) {
+        if (report == ConfigReport::Log) slurm_error("%s", message(w).c_str());
+        else slurm_verbose("%s", message(w).c_str());
+    }
 }
 
 }  // namespace
 
 std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env) {
-    if (auto p = resolve_mode(s, env)) return p;
-    auto r = requested_preflight(s.preflight_option, env);
+    if (auto g = given(s.mode_option, kModeOption, kModeEnv, env)) {
+        auto m = parse_mode(g->value, g->source);
+        if (!m) return m.problem();
+        s.choice.mode = *m;
+    }
+    if (auto g = given(s.launch_option, kLaunchOption, kLaunchEnv, env)) {
+        auto l = parse_launch(g->value, g->source);
+        if (!l) return l.problem();
+        s.choice.launch = *l;
+    }
+    if (s.explain_option) {
+        s.choice.explain = true;
+    } else if (auto v = env(kExplainEnv)) {
+        auto e = parse_boolean(*v, kExplainEnv);
+        if (!e) return Problem{e.problem().what, e.problem().fix + ", or unset " + kExplainEnv};
+        s.choice.explain = *e;
+    }
+    if (auto g = given(s.emulate_option, s.emulate_spelling, kEmulateEnv, env)) {
+        auto k = parse_emulate_nodes(g->value, g->source);
+        if (!k) return k.problem();
+        s.choice.emulate = *k;
+        s.emulate_source = g->source;
+    }
+    auto r = s.preflight_option ? parse_preflight_request(*s.preflight_option, s.preflight_spelling)
+                                : requested_preflight(std::nullopt, env);
     if (!r) {
         s.preflight_asked = true;  // asked for, wrongly: never run the program unchecked
         return r.problem();
@@ -154,17 +207,16 @@ Problem preflight_needs_mn_nccl(const PreflightRequest& r) {
                        std::string(r.source == kPreflightEnv ? ", or unset MN_NCCL_PREFLIGHT" : "")};
 }
 
-int init_plugin(spank_t sp, int ac, char** av, bool report_config) {
+int init_plugin(spank_t sp, int ac, char** av, ConfigReport report) {
     PluginState& s = state();
     s.site = parse_site_config(std::vector<std::string>(av, av + ac));
-    // An admin's typo is reported (by srun and sbatch, where users read it),
-    // never fatal: its default stands.
-    for (const auto& w : s.site.warnings) {
-        if (report_config) slurm_error("%s", message(w).c_str());
-        else slurm_verbose("%s", message(w).c_str());
-    }
+    report_warnings(s.site, report);
     s.choice.mode = s.site.config.default_mode;
     return register_options(sp);
+}
+
+void report_site_config(int ac, char** av) {
+    report_warnings(parse_site_config(std::vector<std::string>(av, av + ac)), ConfigReport::Log);
 }
 
 int register_options(spank_t sp) {

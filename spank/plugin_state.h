@@ -18,10 +18,19 @@ struct PluginState {
     ParsedSiteConfig site;
     UserChoice choice;
     // The options' values as given (command line, or via sbatch), kept by
-    // the callbacks; resolve_user_choices adds the environment forms.
+    // the callbacks; resolve_user_choices adds the environment forms,
+    // which count only where the option was not given.
     std::optional<std::string> mode_option;       // --mn-nccl
-    std::optional<std::string> preflight_option;  // --mn-preflight
-    // --mn-preflight (or MN_NCCL_PREFLIGHT): the check before the program.
+    std::optional<std::string> launch_option;     // --mn-nccl-launch
+    bool explain_option = false;                  // --mn-nccl-explain
+    std::optional<std::string> emulate_option;    // --mn-nccl-emulate-nodes
+    std::optional<std::string> preflight_option;  // --mn-nccl-preflight
+    // The spelling given, for messages: an alias keeps its own name.
+    std::string emulate_spelling = kEmulateOption;
+    std::string preflight_spelling = kPreflightOption;
+    // Where the emulation was asked for (the option or MN_NCCL_EMULATE_NODES).
+    std::string emulate_source = kEmulateOption;
+    // --mn-nccl-preflight (or MN_NCCL_PREFLIGHT): the check before the program.
     PreflightRequest preflight;
     // The step asked for the check, even with a bad value: it runs the
     // check or does not start.
@@ -47,12 +56,17 @@ PluginState& state();
 std::string message(const std::string& text);
 const std::string& hostname();
 
-// slurm_spank_init in every context: parse plugstack.conf arguments (and
-// report bad ones where report_config), register the option table.
-int init_plugin(spank_t sp, int ac, char** av, bool report_config);
+// slurm_spank_init: parse plugstack.conf arguments, report bad ones where
+// the admin reads them (`log`: slurmd's and slurmstepd's log; otherwise
+// only srun -v shows them), register the option table.
+enum class ConfigReport { Log, Verbose };
+int init_plugin(spank_t sp, int ac, char** av, ConfigReport report);
+// slurmd itself: the plugstack.conf arguments, checked once as it starts.
+void report_site_config(int ac, char** av);
 int register_options(spank_t sp);
 
 // The one rule for options with an environment form (MN_NCCL,
+// MN_NCCL_LAUNCH, MN_NCCL_EXPLAIN, MN_NCCL_EMULATE_NODES,
 // MN_NCCL_PREFLIGHT), in every context: the option's value when it was
 // given, else the variable's. `env` is the context's lookup (getenv in
 // srun, spank_getenv in slurmstepd); the caller reports the problem as its
@@ -76,7 +90,7 @@ int stepd_task_init(spank_t sp);
 // A training step that asked for mn_nccl or its check (slurmstepd).
 bool stepd_step_asked(spank_t sp);
 
-// --mn-emulate-nodes (emulation.cc): Slurm's variables of the emulated
+// --mn-nccl-emulate-nodes (emulation.cc): Slurm's variables of the emulated
 // layout in a task; the real ones back in srun started inside such a task.
 int stepd_emulated_slurm_view(spank_t sp, const StepPlan& plan, const TaskFacts& task, const EnvLookup& env);
 void local_restore_real_slurm();

@@ -94,7 +94,7 @@ bool enroot_mounts_everywhere(const std::string& bin, const std::optional<std::s
 }
 #endif
 
-// --mn-preflight: mn-preflight check --exec ... -- in front of the task's
+// --mn-nccl-preflight: mn-preflight check --exec ... -- in front of the task's
 // command, so the check runs in this task and then becomes the program.
 int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
                       uint32_t local_id) {
@@ -134,7 +134,8 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
     argv.push_back(nullptr);
     // Slurm (23.11 onwards) leaves the option's own variable in the task's
     // environment: without this the program would see one variable more
-    // than without --mn-preflight.
+    // than without --mn-nccl-preflight (or its alias).
+    spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_nccl_preflight");
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
     if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
         slurm_error("%s", message(req.source + ": Slurm refused to put the check in front of the task "
@@ -320,6 +321,11 @@ int stepd_task_init(spank_t sp) {
             spank_get_item(sp, S_SLURM_VERSION, &running);
             tell_user(message("mn-nccl " PACKAGE_VERSION " built for Slurm " MN_SLURM_SERIES ", running in Slurm " +
                               std::string(running ? running : "?")));
+            // The site's plugstack.conf mistakes (slurmd's log has them),
+            // once per step, for a user who asks why a value is what it is.
+            if (s.plan->facts.node_id == 0)
+                for (const auto& w : s.site.warnings)
+                    tell_user(message("the site's " + w + " (for the cluster admins)"));
         }
     }
     return 0;

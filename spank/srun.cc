@@ -50,9 +50,13 @@ int srun_init_post_opt(spank_t) {
     if (s.choice.mode == Mode::Off && s.choice.emulate > 1) {
         // Emulation without the plugin's variables would run K times the
         // same ranks: refuse rather than run something silently wrong.
-        return fail(Problem{"--mn-emulate-nodes needs mn_nccl on", "add --mn-nccl=auto (or MN_NCCL=auto)"});
+        return fail(Problem{s.emulate_source + " needs mn_nccl on",
+                            "add --mn-nccl=auto (or MN_NCCL=auto)" +
+                                (s.emulate_source == kEmulateEnv ? ", or unset " + std::string(kEmulateEnv) : "")});
     }
-    if (s.choice.mode == Mode::Off && (s.choice.launch != LaunchMode::Detect || s.choice.explain))
+    // Only for the options: MN_NCCL_LAUNCH and MN_NCCL_EXPLAIN may be set
+    // for every step of a session, most of them without mn_nccl.
+    if (s.choice.mode == Mode::Off && (s.launch_option || s.explain_option))
         slurm_error("%s", message("--mn-nccl-launch and --mn-nccl-explain do nothing while mn_nccl is off; "
                                   "add --mn-nccl=auto (or MN_NCCL=auto)")
                               .c_str());

@@ -111,7 +111,7 @@ std::string node_fingerprint(const std::string& host) {
     // What each node's read depends on beside the machine: nodes that see
     // other GPUs, ask for others or load another NCCL read apart.
     std::string own;
-    for (const char* v : {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "MN_PREFLIGHT_TORCH_NCCL", "MN_PREFLIGHT_NCCL",
+    for (const char* v : {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "MN_PREFLIGHT_TORCH_NCCL", "MN_PREFLIGHT_LIBNCCL", "MN_PREFLIGHT_NCCL",
                           "NCCL_NET_PLUGIN", "MN_PREFLIGHT_VERBS_DIR", "LD_LIBRARY_PATH"})
         own += std::string(v) + "=" + env_or(v) + "\n";
     std::string key = std::string("mn-preflight-node.") + machine + "." + env_or("SLURM_JOB_ID", "0") + "." +

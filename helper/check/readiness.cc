@@ -111,7 +111,7 @@ bool choose_path(const Step& st, Lead& l) {
         rep.coll.error = h.label + " rank " + std::to_string(stranded.front()) + " has " + std::to_string(h.gpus) +
                          " GPU(s) and no GPU path (" + h.gpu_why +
                          "): the check would time TCP alone and say nothing of what training uses; fix: install NCCL "
-                         "there (Debian: libnccl2) or point MN_PREFLIGHT_NCCL at its libnccl.so.2, or run with "
+                         "there (Debian: libnccl2) or point MN_PREFLIGHT_LIBNCCL at its libnccl.so.2, or run with "
                          "--cpu to check the network alone";
         for (auto& n : rep.nodes)
             for (uint32_t r : n.ranks)

@@ -64,9 +64,14 @@ std::string nccl_warning() {
 
 }  // namespace
 
+std::optional<std::string> libnccl_path() {
+    for (const char* var : {"MN_PREFLIGHT_LIBNCCL", "MN_PREFLIGHT_NCCL"})
+        if (const char* v = std::getenv(var); v && *v) return std::string(v);
+    return std::nullopt;
+}
+
 void* open_nccl(std::string& why) {
-    const char* path = std::getenv("MN_PREFLIGHT_NCCL");
-    const std::string name = path && *path ? path : "libnccl.so.2";
+    const std::string name = libnccl_path().value_or("libnccl.so.2");
     void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!lib) {
         // The loader's words: a file missing, or one of its own libraries.
@@ -74,7 +79,7 @@ void* open_nccl(std::string& why) {
         std::string detail = e ? e : "";
         if (detail.rfind(name + ": ", 0) == 0) detail.erase(0, name.size() + 2);
         why = "no NCCL (" + name + ": " + (detail.empty() ? "not found" : detail) +
-              "; install NCCL or set MN_PREFLIGHT_NCCL=/path/to/libnccl.so.2)";
+              "; install NCCL or set MN_PREFLIGHT_LIBNCCL=/path/to/libnccl.so.2)";
     }
     return lib;
 }
@@ -109,7 +114,7 @@ std::string bind_nccl(void* lib, Nccl& n) {
     int code = 0;
     if (n.version && n.version(&code) == ncclSuccess && code > 0) release = " (NCCL " + nccl_version_text(code) + ")";
     return file + release + " lacks " + missing + ", which mn-preflight needs (NCCL 2.14 or newer; point " +
-           "MN_PREFLIGHT_NCCL at the NCCL the job uses)";
+           "MN_PREFLIGHT_LIBNCCL at the NCCL the job uses)";
 }
 
 ncclResult_t comm_init(const Nccl& n, InitConfig& c, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {

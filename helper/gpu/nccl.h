@@ -1,4 +1,4 @@
-// NCCL as mn-preflight uses it: libnccl.so.2 (or MN_PREFLIGHT_NCCL) loaded
+// NCCL as mn-preflight uses it: libnccl.so.2 (or MN_PREFLIGHT_LIBNCCL) loaded
 // at run time, its calls in a table, its log read back for the reason of
 // an error and the transports, and every live communicator tracked so that
 // abort_nccl() can reach it. Internal to helper/gpu/.
@@ -6,6 +6,7 @@
 
 #include "build_config.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,14 @@ struct Nccl {
     decltype(&ncclGetErrorString) error_string = nullptr;
 };
 
-// dlopen of MN_PREFLIGHT_NCCL (a path, for NCCL installed outside the
-// loader's path) or libnccl.so.2; null with `why` set when absent.
+// The libnccl a node names: MN_PREFLIGHT_LIBNCCL (a path, for NCCL
+// installed outside the loader's path), else the deprecated
+// MN_PREFLIGHT_NCCL (its name in earlier releases, an anagram of
+// MN_NCCL_PREFLIGHT: still read, so that sites' scripts keep working);
+// nullopt when neither is set.
+std::optional<std::string> libnccl_path();
+
+// dlopen of libnccl_path() or libnccl.so.2; null with `why` set when absent.
 void* open_nccl(std::string& why);
 
 // Fills `n` from `lib`: "" when bound, else what is missing, naming the

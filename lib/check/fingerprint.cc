@@ -389,7 +389,7 @@ std::string plugin_mine(const Fingerprint& f) {
 }
 
 const char* const kNcclFix =
-    "run one NCCL release on every node (MN_PREFLIGHT_NCCL, LD_LIBRARY_PATH or the image): NCCL does not promise its "
+    "run one NCCL release on every node (MN_PREFLIGHT_LIBNCCL, LD_LIBRARY_PATH or the image): NCCL does not promise its "
     "wire protocol between releases (NVIDIA/nccl#286)";
 const char* const kPatchFix = "patch releases of one NCCL work together; align them at the next maintenance";
 
@@ -484,7 +484,7 @@ std::vector<FingerprintFinding> node_fingerprint_findings(const Fingerprint& f, 
                        std::string(kFingerprintTag) + "torch's NCCL " + f.torch_nccl + " is not the NCCL this check loaded (" +
                            nccl_with_path("NCCL", f.nccl, f.nccl_path) +
                            "): the check did not test the NCCL training will use (verl-project/verl#6621); fix: "
-                           "MN_PREFLIGHT_NCCL=torch's libnccl.so.2 (site-packages/nvidia/nccl/lib)"});
+                           "MN_PREFLIGHT_LIBNCCL=torch's libnccl.so.2 (site-packages/nvidia/nccl/lib)"});
     return out;
 }
 

@@ -3,15 +3,14 @@
 #include <algorithm>
 
 #include "lib/check/check_options.h"
+#include "lib/util/boolean.h"
 #include "lib/util/text.h"
 
 namespace mn {
 
 std::optional<bool> preflight_switch(const std::string& value) {
-    const std::string v = lower(value);
-    if (v.empty() || v == "1" || v == "on" || v == "yes" || v == "true") return true;
-    if (v == "0" || v == "off" || v == "no" || v == "false") return false;
-    return std::nullopt;
+    if (value.empty()) return true;  // the bare option
+    return boolean_word(value);
 }
 
 Outcome<PreflightRequest> parse_preflight_request(const std::string& options, const std::string& source) {

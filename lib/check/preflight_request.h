@@ -16,7 +16,8 @@ namespace mn {
 
 struct PreflightRequest {
     bool enabled = false;
-    // Where it was asked for, for messages: "--mn-preflight" or "MN_NCCL_PREFLIGHT".
+    // Where it was asked for, for messages: "--mn-nccl-preflight" (or its
+    // alias "--mn-preflight") or "MN_NCCL_PREFLIGHT".
     std::string source;
     // mn-preflight check's own options, in its spelling ("--timeout", "30").
     std::vector<std::string> check_args;
@@ -27,8 +28,8 @@ struct PreflightRequest {
 };
 
 // A whole value that is a switch rather than options: on with the defaults
-// ("" (the bare option), 1, on, yes, true) or off (0, off, no, false), in
-// any case; nullopt for anything else.
+// ("" (the bare option) or a true word of lib/util/boolean.h) or off (a
+// false word); nullopt for anything else.
 std::optional<bool> preflight_switch(const std::string& value);
 
 // OPTIONS is a switch word or a comma list of the table's inline options:
@@ -40,7 +41,8 @@ Outcome<PreflightRequest> parse_preflight_request(const std::string& options, co
 // The check a step asked for, by one rule in every context: the option's
 // value when it was given, else MN_NCCL_PREFLIGHT's, else none. `env` is
 // the context's lookup (getenv in srun, spank_getenv in slurmstepd).
-constexpr const char* kPreflightOption = "--mn-preflight";
+constexpr const char* kPreflightOption = "--mn-nccl-preflight";
+constexpr const char* kPreflightAlias = "--mn-preflight";  // the older spelling, still read
 constexpr const char* kPreflightEnv = "MN_NCCL_PREFLIGHT";
 Outcome<PreflightRequest> requested_preflight(const std::optional<std::string>& option, const EnvLookup& env);
 

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "lib/util/boolean.h"
 #include "lib/util/text.h"
 
 namespace mn {
@@ -86,17 +87,20 @@ Outcome<uint16_t> parse_user_port(const std::string& value) {
 }
 
 ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
+    static const char* const kKnown = "known: default, port_range, force, sysfs_root, preflight, history, metrics_dir";
     ParsedSiteConfig out;
     auto warn = [&](const std::string& what, const std::string& kept) {
         out.warnings.push_back("plugstack.conf: " + what + "; using " + kept);
     };
     for (const std::string& arg : args) {
         std::size_t eq = arg.find('=');
+        // One spelling per key (underscores); metrics-dir= is read as metrics_dir=.
         std::string key = arg.substr(0, eq);
+        for (char& c : key)
+            if (c == '-') c = '_';
         std::string val = eq == std::string::npos ? "" : arg.substr(eq + 1);
         if (eq == std::string::npos) {
-            warn("argument '" + arg + "' is not key=value (known: default, port_range, force, sysfs_root, preflight, history, metrics_dir)",
-                 "nothing from it");
+            warn("argument '" + arg + "' is not key=value (" + kKnown + ")", "nothing from it");
         } else if (key == "default") {
             auto m = parse_mode(val, "default");
             if (m && !val.empty()) out.config.default_mode = *m;
@@ -106,8 +110,9 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
             if (r) out.config.ports = *r;
             else warn(r.problem().text(), "port_range=20000-29999");
         } else if (key == "force") {
-            if (val == "0" || val == "1") out.config.force = val == "1";
-            else warn("force='" + val + "' is not 0 or 1", "force=0");
+            auto f = parse_boolean(val, "force");
+            if (f) out.config.force = *f;
+            else warn(f.problem().text(), "force=no");
         } else if (key == "preflight") {
             if (!val.empty() && val[0] == '/') out.config.preflight = val;
             else warn("preflight='" + val + "' is not an absolute path", "the installed mn-preflight");
@@ -119,8 +124,7 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
             if (!val.empty() && val[0] == '/') out.config.sysfs_root = val;
             else warn("sysfs_root='" + val + "' is not an absolute path", "/sys");
         } else {
-            warn("unknown argument '" + arg + "' (known: default, port_range, force, sysfs_root, preflight, history, metrics_dir)",
-                 "nothing from it");
+            warn("unknown argument '" + arg + "' (" + kKnown + ")", "nothing from it");
         }
     }
     return out;

@@ -10,6 +10,19 @@
 
 namespace mn {
 
+// The user's options (srun, sbatch, salloc) and their environment forms:
+// one family, --mn-nccl-*, each with an MN_NCCL_* variable; the command
+// line wins. The older spellings stay as aliases.
+constexpr const char* kModeOption = "--mn-nccl";
+constexpr const char* kModeEnv = "MN_NCCL";
+constexpr const char* kLaunchOption = "--mn-nccl-launch";
+constexpr const char* kLaunchEnv = "MN_NCCL_LAUNCH";
+constexpr const char* kExplainOption = "--mn-nccl-explain";
+constexpr const char* kExplainEnv = "MN_NCCL_EXPLAIN";
+constexpr const char* kEmulateOption = "--mn-nccl-emulate-nodes";
+constexpr const char* kEmulateAlias = "--mn-emulate-nodes";
+constexpr const char* kEmulateEnv = "MN_NCCL_EMULATE_NODES";
+
 enum class Mode { Off, Auto, Ib, Roce, Socket };
 enum class LaunchMode { Detect, Task, Node };
 
@@ -30,7 +43,9 @@ Outcome<PortRange> parse_port_range(const std::string& value);
 // A MASTER_PORT the user set: 1-65535.
 Outcome<uint16_t> parse_user_port(const std::string& value);
 
-// plugstack.conf: `required mn_nccl.so default=off port_range=20000-29999 force=0`
+// plugstack.conf: `required mn_nccl.so default=off port_range=20000-29999 force=no`.
+// Keys are written with underscores, as pyxis's are; a dash is accepted
+// for one (metrics-dir=, as mn-preflight's --metrics-dir).
 struct SiteConfig {
     Mode default_mode = Mode::Off;
     PortRange ports;
@@ -44,6 +59,7 @@ struct SiteConfig {
 struct ParsedSiteConfig {
     SiteConfig config;
     // One line per bad argument: the argument, why, and the default kept.
+    // For the admin (slurmd's and slurmstepd's log), not every user's srun.
     std::vector<std::string> warnings;
 };
 

@@ -69,7 +69,7 @@ static void option_wins_over_environment(void**) {
     assert_str(r->source, "MN_NCCL_PREFLIGHT");
     r = requested_preflight(std::string("off"), env_of({{"MN_NCCL_PREFLIGHT", "timeout=5"}}));
     assert_true(r.ok() && !r->enabled);
-    assert_str(r->source, "--mn-preflight");
+    assert_str(r->source, "--mn-nccl-preflight");
     r = requested_preflight(std::string(""), env_of({{"MN_NCCL_PREFLIGHT", "garbage"}}));
     assert_true(r.ok() && r->enabled);  // the command line wins, a bad variable is not read
     r = requested_preflight(std::nullopt, env_of({{"MN_NCCL_PREFLIGHT", "timout=5"}}));
@@ -77,7 +77,7 @@ static void option_wins_over_environment(void**) {
     assert_contains(r.problem().what, "MN_NCCL_PREFLIGHT: unknown option 'timout=5'");
     r = requested_preflight(std::string("iters=0"), env_of({}));
     assert_false(r.ok());
-    assert_contains(r.problem().what, "--mn-preflight: 'iters=0' is not valid");
+    assert_contains(r.problem().what, "--mn-nccl-preflight: 'iters=0' is not valid");
 }
 
 static void options_become_the_checks_own(void**) {

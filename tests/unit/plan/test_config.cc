@@ -25,11 +25,11 @@ static void launch_modes(void**) {
 }
 
 static void emulate_nodes(void**) {
-    assert_int_equal(*parse_emulate_nodes("2", "--mn-emulate-nodes"), 2);
+    assert_int_equal(*parse_emulate_nodes("2", kEmulateOption), 2);
     for (const char* v : {"0", "-1", "x", "", "2.5", "99999999999"}) {
-        auto k = parse_emulate_nodes(v, "--mn-emulate-nodes");
+        auto k = parse_emulate_nodes(v, kEmulateEnv);
         if (k.ok()) fail_msg("'%s' should be refused", v);
-        assert_contains(k.problem().what, "--mn-emulate-nodes");
+        assert_contains(k.problem().what, std::string("MN_NCCL_EMULATE_NODES='") + v + "'");
     }
 }
 
@@ -86,14 +86,35 @@ static void site_config_values(void**) {
     assert_str(p.config.history_dir, "");
 }
 
+// force= reads every boolean word, as the environment forms do.
+static void site_config_force_is_a_boolean(void**) {
+    for (const char* v : {"1", "yes", "TRUE", "on"})
+        assert_true(parse_site_config({std::string("force=") + v}).config.force);
+    for (const char* v : {"0", "no", "false", "Off"}) {
+        auto p = parse_site_config({"force=1", std::string("force=") + v});
+        assert_false(p.config.force);
+        assert_int_equal(p.warnings.size(), 0);
+    }
+}
+
+// One spelling per key, underscores as pyxis's; a dash is read the same.
+static void site_config_dashes_read_as_underscores(void**) {
+    auto p = parse_site_config({"metrics-dir=/var/lib/m", "port-range=40000-40009", "sysfs-root=/tmp/s"});
+    assert_int_equal(p.warnings.size(), 0);
+    assert_str(p.config.metrics_dir, "/var/lib/m");
+    assert_int_equal(p.config.ports.hi, 40009);
+    assert_str(p.config.sysfs_root, "/tmp/s");
+}
+
 static void site_config_typos_warn_and_keep_defaults(void**) {
-    auto p = parse_site_config({"defualt=auto", "port_range=9-1", "force=yes", "default=bogus", "verbose",
+    auto p = parse_site_config({"defualt=auto", "port_range=9-1", "force=2", "default=bogus", "verbose",
                                 "sysfs_root=relative", "default="});
     assert_int_equal(p.warnings.size(), 7);
     assert_contains(p.warnings[0], "unknown argument 'defualt=auto'");
+    assert_contains(p.warnings[0], "known: default, port_range, force, sysfs_root, preflight, history, metrics_dir");
     assert_contains(p.warnings[1], "port_range='9-1'");
     assert_contains(p.warnings[1], "using port_range=20000-29999");
-    assert_contains(p.warnings[2], "force='yes'");
+    assert_contains(p.warnings[2], "force='2' is not a yes or no; use 1/0, yes/no, true/false or on/off; using force=no");
     assert_contains(p.warnings[3], "default='bogus'");
     assert_contains(p.warnings[4], "'verbose' is not key=value");
     assert_contains(p.warnings[5], "sysfs_root='relative'");
@@ -115,6 +136,8 @@ int main() {
         cmocka_unit_test(default_port_range_avoids_ephemeral_ports),
         cmocka_unit_test(site_config_defaults),
         cmocka_unit_test(site_config_values),
+        cmocka_unit_test(site_config_force_is_a_boolean),
+        cmocka_unit_test(site_config_dashes_read_as_underscores),
         cmocka_unit_test(site_config_typos_warn_and_keep_defaults),
     };
     return cmocka_run_group_tests_name("config", tests, nullptr, nullptr);
