@@ -203,10 +203,14 @@ void judge(PreflightReport& r) {
         for (const auto& p : n.problems) blame[n.node].push_back(p);
     for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
     const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
+    // Which nodes share a machine, for the CPU path's pairs: there the
+    // scheduler carries every byte. On GPUs the evidence is the node's own
+    // devices and links (lib/check/retest.h).
+    const bool cpu_path = r.coll.path.rfind("cpu", 0) == 0;
     std::vector<std::string> hosts, machines;
     for (const auto& n : r.nodes) {
         hosts.push_back(n.host);
-        machines.push_back(n.machine);
+        machines.push_back(cpu_path ? n.machine : "");
     }
     // Pairs that strangers disturbed judge nobody (lib/check/retest.h): a
     // note for each node they kept from being named, else one for them all.

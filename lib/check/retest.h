@@ -112,7 +112,9 @@ std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<Pair
 // So a slow node that shares its machine with another node of the step is
 // named only when, in each of its pairs and retests that ran, neither side
 // waited for a CPU kSchedulerWait of the time or more, and both sides said
-// so; else it is not judged, and a note says why.
+// so; else it is not judged, and a note says why. This is the CPU path's
+// rule (judge() gives the machines only there): on GPUs, NCCL and the
+// node's own devices and links carry the pairs.
 constexpr double kSchedulerWait = 0.05;
 
 // The note for slow node x (without its host) when it shares its machine

@@ -437,6 +437,7 @@ PreflightReport one_machine(const std::string& boot0, const std::string& boot1, 
     r.nodes[0].machine = boot0;
     r.nodes[1].machine = boot1;
     r.nodes[2].machine = boot2;
+    r.coll.path = "cpu, TCP ring on eth0";
     return r;
 }
 }  // namespace
@@ -463,6 +464,16 @@ static void nodes_of_one_machine_are_not_blamed_for_its_scheduler(void**) {
     judge(u);
     assert_int_equal(u.code, kPass);
     assert_contains(u.notes[0], "a side did not say how long it waited for a CPU in 4 of its 4 pair tests");
+    // On the GPU path NCCL and the GPUs carry the pairs: the evidence is the
+    // node's own devices and links, judged as before (emulated nodes of one
+    // GPU machine, a GPU stalled on purpose: scripts/gpu/gpu-retest.sh).
+    u = one_machine(boot, boot, boot);
+    u.coll.path = "gpu, NCCL 2.28.9";
+    u.pairs = {pr(0, 1, 2.89), pr(0, 2, 0.118), pr(1, 2, 0.115)};
+    u.retests = {pr(2, 0, 0.09), pr(0, 1, 2.7), pr(2, 1, 0.11)};
+    judge(u);
+    assert_int_equal(u.code, kCheckFailed);
+    assert_contains(u.problems[0], "node2: slow");
 }
 
 // What a node of a shared machine is still named for: a throttled link
