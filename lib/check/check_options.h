@@ -1,8 +1,9 @@
-// The check's options, written once: each option's name, value kind and
-// limits, default and help. mn-preflight's argv (--timeout 30), the
-// plugin's srun --mn-preflight=timeout=30 and MN_NCCL_PREFLIGHT, both
-// --help texts and the man pages' test all read this table, so a limit,
-// a name or a mode list cannot differ between them.
+// mn-preflight's options, written once: each option's name, value kind and
+// limits, default, help and the subcommands that read it. mn-preflight's
+// argv (--timeout 30, parsed by getopt_long from this table), the plugin's
+// srun --mn-preflight=timeout=30 and MN_NCCL_PREFLIGHT, every --help text
+// and the man pages' test all read it, so a limit, a name or a mode list
+// cannot differ between them.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +37,14 @@ struct CheckSettings {
     CheckOptions check;
     std::string exclude_file;  // rank 0 writes the nodes to exclude here
     bool job_comment = false;  // and also into the job's comment
+    // mn-preflight's own, never in --mn-preflight=OPTIONS:
+    bool exec = false;                  // check --exec: the check, then PROGRAM on PASS
+    unsigned port = 0;                  // check --exec: the check's rendezvous port (0: MASTER_PORT)
+    std::string container;              // check --exec: where the task runs (the plugin says)
+    std::string reason_file;            // prolog: the one-line reason on failure
+    std::string sysfs_root;             // discover: DIR/class/... instead of /sys/class/...
+    std::string since;                  // history: as given; parse_since reads it against the clock
+    unsigned drain_k = 2, drain_n = 3;  // history: K failures in the last N checks
 };
 
 enum class ValueKind {
@@ -45,11 +54,22 @@ enum class ValueKind {
     Bytes,   // digits with an optional K, M or G, within [lo, hi] bytes
     Mode,    // a fabric class to expect: auto, ib, roce, socket
     Path,    // any non-empty text
+    Since,   // unix seconds or a duration back from now: non-empty here, history reads it (parse_since)
+    Ratio,   // K/N with 1 <= K <= N <= hi
 };
 
 // Where an option is read: mn-preflight check's argv, only with --exec
-// there, and --mn-preflight=OPTIONS (MN_NCCL_PREFLIGHT).
-enum OptionPlace : unsigned { kCheckArgv = 1, kExecArgv = 2, kInline = 4 };
+// there, --mn-preflight=OPTIONS (MN_NCCL_PREFLIGHT), and the argv of
+// mn-preflight's other subcommands.
+enum OptionPlace : unsigned {
+    kCheckArgv = 1,
+    kExecArgv = 2,
+    kInline = 4,
+    kPrologArgv = 8,
+    kDiscoverArgv = 16,
+    kHistoryArgv = 32,
+};
+constexpr unsigned kAnyArgv = kCheckArgv | kExecArgv | kPrologArgv | kDiscoverArgv | kHistoryArgv;
 
 struct CheckOption {
     const char* name;       // "min-busbw": --min-busbw and min-busbw=
@@ -67,7 +87,9 @@ struct CheckOption {
     std::string argv() const { return std::string("--") + (argv_name ? argv_name : name); }
 };
 
-// The table, in --help's order.
+// The table, in --help's order. A name may have two rows where its meaning
+// or default differs by subcommand (prolog's --timeout, discover's --mode);
+// their places never overlap.
 const std::vector<CheckOption>& check_option_table();
 
 // The option NAME (its --mn-preflight name, or mn-preflight's spelling
@@ -94,9 +116,52 @@ Outcome<bool> take_check_arg(const std::vector<std::string>& args, std::size_t& 
 // [--timeout S] ...", starting at `column` and wrapped to it, and one entry
 // per option ("  --timeout S        the whole check's budget ... (seconds,
 // from 1 to 600; default 60)"), both within 100 columns.
-std::string check_options_synopsis(unsigned places, std::size_t column);
+// `skip`: an option the caller writes itself ("exec" in "check --exec [...]").
+std::string check_options_synopsis(unsigned places, std::size_t column, const char* skip = nullptr);
 std::string check_options_help(unsigned places);
 // For the plugin's help and errors: "timeout=S, min-busbw=GBPS, ..., comment".
 std::string inline_options_list();
+
+// ---- mn-preflight's command line -------------------------------------------
+
+enum class Subcommand { None, Check, Prolog, Discover, History };
+
+struct SubcommandInfo {
+    Subcommand sub;
+    const char* name;     // "history"
+    unsigned places;      // the options it reads
+    const char* operand;  // its synopsis' operands ("DIR"), "" for none
+    const char* summary;  // one line, for mn-preflight --help
+};
+const std::vector<SubcommandInfo>& subcommand_table();
+
+// One command line, read. With `error` set, nothing else is to be trusted
+// but `sub` (for the message's prefix and its try line).
+struct CommandLine {
+    Subcommand sub = Subcommand::Check;  // None: mn-preflight --help, --version, or no such subcommand
+    bool help = false;                   // SUB --help (or mn-preflight --help)
+    bool version = false;                // mn-preflight --version
+    CheckSettings settings;
+    std::vector<const CheckOption*> given;  // the options read, in order
+    std::vector<std::string> operands;      // history's DIR
+    std::vector<std::string> program;       // check --exec ... -- PROGRAM [ARGS]
+    std::string error;                      // one line: what is wrong, and a guess where there is one
+
+    bool gave(const char* name) const;
+};
+
+// Reads mn-preflight's arguments (without argv[0]): an optional subcommand
+// (check when none; --prolog is prolog), then its options through
+// getopt_long, driven by the table. Options are taken as spelled in full
+// ("--timeout 30" or "--timeout=30"), never abbreviated; an unknown one is
+// named with the nearest option of that subcommand.
+CommandLine parse_command_line(const std::vector<std::string>& args);
+
+// The usage error's two lines: "mn-preflight: SUB: WHAT\ntry 'mn-preflight SUB --help'\n".
+std::string usage_error_text(const CommandLine& c);
+
+// The name in `names` nearest to `given` (a typo, or the start of just one
+// of them); "" when none is near enough to guess.
+std::string nearest_name(const std::string& given, const std::vector<std::string>& names);
 
 }  // namespace mn
