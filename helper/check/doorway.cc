@@ -4,15 +4,31 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <thread>
 #include <utility>
 
+#include "build_config.h"
 #include "lib/util/crypto.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
+
+uint32_t spoken_protocol() {
+#ifdef MN_TEST_HOOKS
+    static const uint32_t v = [] {
+        const char* e = std::getenv("MN_PREFLIGHT_PROTOCOL");
+        return e && *e ? static_cast<uint32_t>(std::strtoul(e, nullptr, 10)) : msg::kProtocol;
+    }();
+    return v;
+#else
+    return msg::kProtocol;
+#endif
+}
+
+std::string release() { return PACKAGE_VERSION; }
 
 namespace {
 
@@ -86,8 +102,8 @@ std::string fresh_nonce() {
 }
 
 std::string channel_key(const std::string& secret, const std::string& purpose, uint32_t rank,
-                        const std::string& nonce_a, const std::string& nonce_c) {
-    const Mac k = hmac_sha256(secret, "mn-preflight/" + std::to_string(msg::kProtocol) + "\n" + purpose + "\n" +
+                        const std::string& nonce_a, const std::string& nonce_c, uint32_t protocol) {
+    const Mac k = hmac_sha256(secret, "mn-preflight/" + std::to_string(protocol) + "\n" + purpose + "\n" +
                                           std::to_string(rank) + "\n" + nonce_a + "\n" + nonce_c);
     return std::string(reinterpret_cast<const char*>(k.data()), k.size());
 }
@@ -131,11 +147,13 @@ std::string Strangers::summary() const {
 // ---- the acceptor ----------------------------------------------------------------
 
 std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a) {
-    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce), kAcceptor, kConnector);
+    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce, k.version), kAcceptor,
+                                        kConnector);
 }
 
 std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a) {
-    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce), kConnector, kAcceptor);
+    return std::make_shared<wire::Seal>(channel_key(secret, k.purpose, k.rank, nonce_a, k.nonce, k.version), kConnector,
+                                        kAcceptor);
 }
 
 std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Body>& first, wire::Seal& seal) {
@@ -168,9 +186,18 @@ KnockReading read_knock(const std::string& buf, const std::string& nonce_a, cons
     const std::string body = buf.substr(4, n - wire::Seal::kMacBytes);
     auto k = msg::decode<msg::Knock>(body);
     if (!k || !plain_word(k->purpose) || k->nonce.size() != 32) return stranger("sent what is not mn-preflight's");
-    if (k->version != msg::kProtocol)
-        return stranger("spoke mn-preflight protocol " + std::to_string(k->version), "protocol");
     auto seal = acceptor_seal(secret, k.value(), nonce_a);
+    if (k->version != spoken_protocol()) {
+        const std::string spoke = "mn-preflight protocol " + std::to_string(k->version) +
+                                  (k->release ? " (mn-nccl " + *k->release + ")" : "");
+        // Proven under its own protocol: a rank of this step on a node of
+        // another release, to be named as such; else a stranger.
+        if (!seal->open(body, buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes)))
+            return stranger("spoke " + spoke, "protocol");
+        KnockReading s = stranger("rank " + std::to_string(k->rank) + " of this step spoke " + spoke, "protocol");
+        s.skew = "rank " + std::to_string(k->rank) + " speaks " + spoke;
+        return s;
+    }
     if (!seal->open(body, buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes)))
         return stranger("did not prove the step secret", "secret");
     r.knock = k.value();
@@ -229,7 +256,7 @@ void Doorway::accept_new() {
         k->by = Deadline::in(kKnockWait);
         k->came = now_s();
         // A fresh socket's buffer takes a few bytes at once: this never waits.
-        if (!msg::send(k->fd.get(), msg::Challenge{msg::kProtocol, k->nonce}, Deadline::in(0.05))) {
+        if (!msg::send(k->fd.get(), msg::Challenge{spoken_protocol(), k->nonce, release()}, Deadline::in(0.05))) {
             strangers_.add(peer, "closed at once");
             continue;
         }
@@ -258,6 +285,7 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
         return std::nullopt;
     }
     if (k.state == KnockReading::State::Stranger) {
+        if (!k.skew.empty()) skewed_.push_back(k.skew + " (from " + c.peer + ")");
         strangers_.add(c.peer, k.what);
         if (k.refusal) refuse(c.fd.get(), k.refusal);
         return std::nullopt;
@@ -347,12 +375,21 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
             return Problem{"the process at " + where + " did not send mn-preflight's challenge: another process holds "
                            "the port",
                            "run the check as a new step (its MASTER_PORT differs) and find the process on the port"};
-        if (ch->version != msg::kProtocol)
+        if (ch->version != spoken_protocol()) {
+            // Knocks all the same, proven under this build's protocol, so
+            // that an acceptor that can tell names this rank's release.
+            const msg::Knock k{spoken_protocol(), purpose, rank, fresh_nonce(), release()};
+            auto seal = connector_seal(secret, k, ch->nonce);
+            const std::string bytes = knock_bytes(k, std::nullopt, *seal);
+            wire::send_all(fd->get(), bytes.data(), bytes.size(), Deadline::in(0.5));
             return Problem{"the mn-preflight at " + where + " speaks protocol " + std::to_string(ch->version) +
-                               ", this one protocol " + std::to_string(msg::kProtocol),
-                           "run one mn-preflight build on every node (the same package everywhere, and in every "
-                           "container image)"};
-        const msg::Knock k{msg::kProtocol, purpose, rank, fresh_nonce()};
+                               (ch->release.empty() ? " (mn-nccl before 0.2.0)" : " (mn-nccl " + ch->release + ")") +
+                               ", this one protocol " + std::to_string(spoken_protocol()) + " (mn-nccl " + release() +
+                               "): releases further apart than one protocol do not check together",
+                           "install one mn-nccl release on every node of the step (and in every container image); "
+                           "upgrade the remaining nodes (README: Upgrading)"};
+        }
+        const msg::Knock k{spoken_protocol(), purpose, rank, fresh_nonce(), release()};
         auto seal = connector_seal(secret, k, ch->nonce);
         const std::string bytes = knock_bytes(k, first, *seal);
         if (!wire::send_all(fd->get(), bytes.data(), bytes.size(), d)) {

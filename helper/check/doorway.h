@@ -93,6 +93,9 @@ public:
     // Connections that proved the secret but were not wanted (a rank that
     // came twice, a purpose not awaited): "rank 3 for data:ring from ADDR".
     const std::vector<std::string>& unwanted() const { return unwanted_; }
+    // Ranks of the step that proved the secret under another protocol (a
+    // node of another release): KnockReading::skew, with the address.
+    const std::vector<std::string>& skewed() const { return skewed_; }
     uint32_t accepted() const { return accepted_; }
     // Why accepting failed, once it did for want of a resource (open files:
     // nobody more can come in); "" otherwise.
@@ -114,6 +117,7 @@ private:
     std::vector<std::unique_ptr<Caller>> waiting_;
     Strangers strangers_;
     std::vector<std::string> unwanted_;
+    std::vector<std::string> skewed_;
     uint32_t accepted_ = 0;
     std::string trouble_;
 };
@@ -140,6 +144,9 @@ struct KnockReading {
     State state = State::More;
     std::string what;
     const char* refusal = nullptr;  // "secret" or "protocol", told to the caller
+    // A rank of the step that speaks another protocol, proven under its own:
+    // "rank 3 speaks mn-preflight protocol 5 (mn-nccl 0.1.0)"; "" otherwise.
+    std::string skew;
     msg::Knock knock;
     std::shared_ptr<wire::Seal> seal;
     wire::Body first;
@@ -151,9 +158,17 @@ std::string knock_bytes(const msg::Knock& k, const std::optional<wire::Body>& fi
 std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);
 std::shared_ptr<wire::Seal> connector_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a);
 
-// The seal's key for one connection (both ends derive it).
+// The seal's key for one connection (both ends derive it), under a
+// protocol's number: a knock of another protocol is still proven under its
+// own, so that the acceptor can name a rank of another release.
 std::string channel_key(const std::string& secret, const std::string& purpose, uint32_t rank,
-                        const std::string& nonce_a, const std::string& nonce_c);
+                        const std::string& nonce_a, const std::string& nonce_c, uint32_t protocol = msg::kProtocol);
+
+// The protocol this build speaks (msg::kProtocol; a build with test hooks
+// speaks MN_PREFLIGHT_PROTOCOL's instead, to play another release), and its
+// release ("0.2.0"), said in its challenge and its knock.
+uint32_t spoken_protocol();
+std::string release();
 
 // A nonce: 16 random bytes, as hex.
 std::string fresh_nonce();

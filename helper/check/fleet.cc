@@ -203,7 +203,8 @@ void remember(const Step& st, const Lead& l) {
         r.verdict = n.verdict;
         r.kind = verdict_kind(n.verdict, !rep.timed_out.empty() && n.verdict != "ok" && n.verdict.rfind("waited", 0) != 0);
         // Strangers made the check run out of time: not this node's failure.
-        if (!rep.disturbed.empty() && r.kind == "timeout") r.kind = "disturbed";
+        // Nor is one that ran out of time over ranks of another release.
+        if ((!rep.disturbed.empty() || !rep.skew.empty()) && r.kind == "timeout") r.kind = "disturbed";
         for (const auto& p : rep.problems)
             if (p.rfind(n.host + ": ", 0) == 0) r.findings.push_back(p.substr(n.host.size() + 2));
         for (const auto& p : rep.notes)

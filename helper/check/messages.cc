@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -167,6 +168,13 @@ void within(const char* field, int64_t v, int64_t lo, int64_t hi) {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
+void bounds(const Knock& m) {
+    if (m.release && (m.release->size() > 32 || !std::all_of(m.release->begin(), m.release->end(), [](char c) {
+                          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                 c == '.' || c == '-' || c == '+' || c == '~';
+                      })))
+        throw Wrong{"release", "is not a release (up to 32 letters, digits and .-+~)"};
+}
 void bounds(const Hello& m) {
     within("lanes", m.lanes, 1, 1 << 16);
     if (m.machine && m.machine->size() > 64)
@@ -342,7 +350,7 @@ FIELDS(GpuReadings, gpu, nvml, nvml_error, processes, ecc_uncorrected, retiremen
        power_brake)
 FIELDS(Standby, rank, label, addr, port)
 
-MESSAGE(Knock, version, purpose, rank, nonce)
+MESSAGE(Knock, version, purpose, rank, nonce, release)
 MESSAGE(Welcome, rank)
 MESSAGE(Refused, reason)
 MESSAGE(Hello, rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr, data_port,
@@ -370,7 +378,8 @@ MESSAGE(Relayed, parts)
 
 template <>
 wire::Body encode(const Challenge& m) {
-    return "op=challenge\nv=" + std::to_string(m.version) + "\nnonce=" + m.nonce + "\n";
+    return "op=challenge\nv=" + std::to_string(m.version) + "\nnonce=" + m.nonce + "\n" +
+           (m.release.empty() ? "" : "release=" + m.release + "\n");
 }
 
 template <>
@@ -384,6 +393,14 @@ Outcome<Challenge> decode<Challenge>(const wire::Body& body) {
     if (f["op"] != "challenge" || v.empty() || err != std::errc() || rest != v.data() + v.size() || !f.count("nonce"))
         return Problem{"Challenge: what came is not a challenge (lines op=challenge, v=N, nonce=...)", ""};
     m.nonce = f["nonce"];
+    // Unproven words of whoever answered: a release is kept only as one
+    // (a short version string), never as text to print.
+    const std::string& r = f["release"];
+    if (r.size() <= 32 && std::all_of(r.begin(), r.end(), [](char c) {
+            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                   c == '-' || c == '+' || c == '~';
+        }))
+        m.release = r;
     return m;
 }
 

@@ -46,7 +46,8 @@ constexpr uint32_t kProtocol = 6;
 struct Challenge {
     uint32_t version = kProtocol;
     std::string nonce;
-    auto tie() const { return std::tie(version, nonce); }
+    std::string release;  // the acceptor's mn-nccl release ("release=..."); "" from a build before 0.2.0
+    auto tie() const { return std::tie(version, nonce, release); }
 };
 
 // The connector -> the acceptor, sealed (its proof of the step secret):
@@ -57,7 +58,8 @@ struct Knock {
     std::string purpose;
     uint32_t rank = 0;
     std::string nonce;
-    auto tie() const { return std::tie(version, purpose, rank, nonce); }
+    std::optional<std::string> release;  // the connector's mn-nccl release (added within protocol 6)
+    auto tie() const { return std::tie(version, purpose, rank, nonce, release); }
 };
 
 // The acceptor -> the connector, sealed (the acceptor's proof): admitted,

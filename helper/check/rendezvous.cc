@@ -458,6 +458,9 @@ bool gather(Step& st, Lead& l) {
         const double wait = gathers(self) ? 0.01 : 0.1;
         for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted))
             if (admit(l, g, have)) ++arrived;
+        // A rank of another release proved who it is and will not come:
+        // waiting on for it would only delay the same verdict.
+        if (!door.skewed().empty()) break;
         if (!door.trouble().empty() && !told_trouble) {
             // Said at once, not only at the time-out: the ranks not yet in cannot come.
             told_trouble = true;
@@ -473,6 +476,7 @@ bool gather(Step& st, Lead& l) {
     }
     l.cost.accepted = door.accepted();
     l.strangers = door.strangers();
+    l.skewed = door.skewed();
     for (const auto& u : door.unwanted()) l.rep.notes.push_back("refused " + u + " (a second connection, or a rank "
                                                                 "out of range)");
     if (lost) return false;

@@ -475,6 +475,7 @@ struct Lead {
     std::string halted;
     bool finished = false;               // every phase ran to its end
     Strangers strangers;                 // who knocked on MASTER_PORT without the step secret
+    std::vector<std::string> skewed;     // ranks that came speaking another protocol (Doorway::skewed)
     Hub hub;                             // destroyed before the members' Lines
 
     // The ranks of this step as rank 0 numbers them, for messages.

@@ -57,6 +57,19 @@ void fail_closed(const Step& st, Lead& l) {
                                    std::to_string(st.self.world) + " ranks reported");
         rep.code = kCheckFailed;
     }
+    if (!l.skewed.empty()) {
+        // Nodes of releases further apart than one protocol: the same
+        // failure on any node, the fix the admin's, no node to blame.
+        std::string who;
+        for (const auto& s : l.skewed) who += (who.empty() ? "" : "; ") + s;
+        rep.skew = who + "; this one, rank 0's, speaks protocol " + std::to_string(spoken_protocol()) + " (mn-nccl " +
+                   release() + ")";
+        rep.problems.insert(rep.problems.begin(),
+                            "mn-preflight releases differ: " + rep.skew +
+                                ": install one mn-nccl release on every node of the step and in every container "
+                                "image (adjacent releases check together: README, Upgrading)");
+        rep.code = kUsage;
+    }
     if (l.strangers.total == 0) return;
     const std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
                             std::to_string(st.self.port) + ", without this step's secret";

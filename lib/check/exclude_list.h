@@ -17,7 +17,9 @@ struct ExcludeList {
 
 // A node is excluded when a row of its own (its name, or NAME-emuK under
 // --mn-emulate-nodes) has a verdict other than "ok" or "waited on ...", or
-// when the verdict has rows but none from it (its ranks never arrived).
+// when the verdict has rows but none from it (its ranks never arrived),
+// unless the verdict says no node is to blame (strangers disturbed it, or
+// ranks of another mn-preflight release came): then only its own rows.
 ExcludeList nodes_to_exclude(const std::string& check_output, const std::vector<std::string>& step_hosts);
 
 }  // namespace mn

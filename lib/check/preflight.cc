@@ -404,9 +404,13 @@ std::string report_table(const PreflightReport& r) {
     for (const auto& n : r.notes) out += "note: " + n + "\n";
     for (const auto& p : r.problems) out += "problem: " + p + "\n";
     if (!r.disturbed.empty()) out += "disturbed: " + r.disturbed + "\n";
+    if (!r.skew.empty()) out += "skew: " + r.skew + "\n";
     out += std::string(r.code == kPass ? "PASS" : "FAIL") + " (" + num(r.elapsed, 1) + " s" +
            (r.code == kTimeout ? ", time-out" : "") +
-           (r.disturbed.empty() ? "" : ", disturbed by strangers: no node is to blame") + ")\n";
+           (!r.skew.empty()        ? ", mn-preflight releases differ: no node is to blame"
+            : !r.disturbed.empty() ? ", disturbed by strangers: no node is to blame"
+                                   : "") +
+           ")\n";
     return out;
 }
 
@@ -417,6 +421,7 @@ Json report_object(const PreflightReport& r) {
     j["exit_code"] = r.code;
     j["elapsed_s"] = json_rounded(r.elapsed, 3);
     if (!r.disturbed.empty()) j["disturbed"] = json_text(r.disturbed);
+    if (!r.skew.empty()) j["skew"] = json_text(r.skew);
     j["nodes"] = Json::array();
     for (const NodeReport& n : r.nodes)
         j["nodes"].push_back({{"host", json_text(n.host)},

@@ -122,6 +122,10 @@ struct PreflightReport {
     // Strangers (connections without the step secret) came while the check
     // ran out of time: it fails, but no node is to blame for it.
     std::string disturbed;  // what they did, one line; "" when they did not disturb it
+    // Ranks of the step came speaking another mn-preflight protocol (nodes
+    // of another release, further apart than one protocol): it fails, but
+    // no node is to blame. Who and which releases, one line; "" otherwise.
+    std::string skew;
     std::vector<std::string> problems;
     std::vector<std::string> notes;
     double elapsed = 0;

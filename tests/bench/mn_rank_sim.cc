@@ -560,7 +560,7 @@ void Sim::take_frames(Rank& r) {
                 fail(r, "rank 0's challenge does not decode or speaks another protocol");
                 return;
             }
-            const msg::Knock kn{msg::kProtocol, "control", r.rank, fresh_nonce()};
+            const msg::Knock kn{msg::kProtocol, "control", r.rank, fresh_nonce(), release()};
             r.seal = connector_seal(secret_, kn, ch->nonce);
             r.out += knock_bytes(kn, hellos_[r.rank], *r.seal);
             r.state = State::Knocked;

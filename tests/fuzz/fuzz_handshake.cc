@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     FUZZ_CHECK(!framed || !framed.value(), "a stranger's frame opened a seal");
 
     // A rank with the secret.
-    const msg::Knock k{msg::kProtocol, purpose_of(nonce), static_cast<uint32_t>(peer.size()), hex_of(peer)};
+    const msg::Knock k{msg::kProtocol, purpose_of(nonce), static_cast<uint32_t>(peer.size()), hex_of(peer), std::nullopt};
     msg::Hello hello;
     hello.rank = k.rank;
     hello.label = peer.substr(0, 64);

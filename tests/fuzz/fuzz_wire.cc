@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -50,12 +51,14 @@ void framing(const std::string& bytes) {
     else FUZZ_CHECK(!err.empty(), "a refusal says why");
 }
 
-// Whether every value of `mine` stands in `theirs` (which may hold more keys).
+// Whether every value of `mine` stands in `theirs` (which may hold more
+// keys; an optional it lacks, a field added within the protocol, is a null
+// in `mine`: not said).
 bool holds(const json& theirs, const json& mine) {
     if (mine.is_object()) {
         if (!theirs.is_object()) return false;
         for (const auto& [k, v] : mine.items())
-            if (!theirs.contains(k) || !holds(theirs.at(k), v)) return false;
+            if (theirs.contains(k) ? !holds(theirs.at(k), v) : !v.is_null()) return false;
         return true;
     }
     if (mine.is_array()) {
@@ -314,8 +317,18 @@ void built_messages(const std::string& bytes) {
     Source s(bytes);
     std::string nonce = s.text();  // the challenge's lines hold any byte but a newline
     nonce.erase(std::remove(nonce.begin(), nonce.end(), '\n'), nonce.end());
-    round_trip(msg::Challenge{static_cast<uint32_t>(s.bits(32)), nonce}, "Challenge");
-    round_trip(msg::Knock{static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint32_t>(s.bits(32)), s.text()},
+    // A release is a short version word, kept only as one: any other text
+    // in its place reads as none.
+    const std::string rel = s.text();
+    const bool word = rel.size() <= 32 && std::all_of(rel.begin(), rel.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == '~';
+    });
+    const msg::Challenge ch{static_cast<uint32_t>(s.bits(32)), nonce, rel.find('\n') == std::string::npos ? rel : ""};
+    auto ch_back = msg::decode<msg::Challenge>(msg::encode(ch));
+    FUZZ_CHECK(ch_back && ch_back->release == (word ? ch.release : ""), "Challenge: a release kept only as a word");
+    round_trip(msg::Challenge{ch.version, nonce, word ? ch.release : ""}, "Challenge");
+    round_trip(msg::Knock{static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint32_t>(s.bits(32)), s.text(),
+                          s.flag() ? std::optional<std::string>("0.2.0") : std::nullopt},
                "Knock");
     round_trip(hello_from(s), "Hello");
     round_trip(msg::Prepare{s.flag(), s.bits(64), s.integer(), s.integer(), s.text(), s.text()}, "Prepare");

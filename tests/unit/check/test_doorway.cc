@@ -156,7 +156,7 @@ static void a_squatter_without_the_secret_is_found_out(void**) {
         std::string peer;
         auto c = wire::accept_one(d.listen.get(), Deadline::in(3), &peer);
         if (!c) return;
-        wire::send_msg(c->get(), msg::encode(msg::Challenge{msg::kProtocol, std::string(32, 'a')}), Deadline::in(1));
+        wire::send_msg(c->get(), msg::encode(msg::Challenge{msg::kProtocol, std::string(32, 'a'), ""}), Deadline::in(1));
         char buf[4096];
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         (void)::recv(c->get(), buf, sizeof buf, MSG_DONTWAIT);
@@ -194,8 +194,12 @@ static void another_build_is_named_on_both_sides(void**) {
     // Protocol 2's rank 0, its challenge byte for byte (keys in order).
     auto c = knock_after("nonce=" + std::string(32, 'e') + "\nop=challenge\nv=2\n");
     assert_false(c.ok());
-    assert_contains(c.problem().what, "speaks protocol 2, this one protocol 6");
-    assert_contains(c.problem().fix, "run one mn-preflight build on every node");
+    assert_contains(c.problem().what, "speaks protocol 2 (mn-nccl before 0.2.0), this one protocol 6 (mn-nccl " +
+                                          release() + "): releases further apart than one protocol do not check together");
+    assert_contains(c.problem().fix, "install one mn-nccl release on every node of the step");
+    // A build that says its release is named by it.
+    c = knock_after("op=challenge\nv=5\nnonce=" + std::string(32, 'e') + "\nrelease=0.1.5\n");
+    assert_contains(c.problem().what, "speaks protocol 5 (mn-nccl 0.1.5), this one protocol 6");
     // This build's challenge, read as protocol 2 reads every message
     // (key=value lines; op, v and nonce): it finds protocol 6 and says so.
     Door d;
@@ -210,18 +214,26 @@ static void another_build_is_named_on_both_sides(void**) {
     assert_str(v2["op"], "challenge");
     assert_str(v2["v"], "6");
     assert_int_equal(v2["nonce"].size(), 32);
-    // A rank of another protocol that knocks all the same is refused for it.
-    const msg::Knock k7{7, "control", 1, std::string(32, 'b')};
+    // A rank of another protocol that knocks all the same is refused for
+    // it; proven under its own protocol with the step secret, it is a rank
+    // of this step on a node of another release, named as such.
+    const msg::Knock k7{7, "control", 1, std::string(32, 'b'), std::string("0.3.0")};
     const std::string nonce_a(32, 'c');
     KnockReading r = read_knock(knock_bytes(k7, hello_of(1), *connector_seal(kSecret, k7, nonce_a)), nonce_a, kSecret, true);
     assert_int_equal(static_cast<int>(r.state), static_cast<int>(KnockReading::State::Stranger));
-    assert_str(r.what, "spoke mn-preflight protocol 7");
+    assert_str(r.what, "rank 1 of this step spoke mn-preflight protocol 7 (mn-nccl 0.3.0)");
+    assert_str(r.skew, "rank 1 speaks mn-preflight protocol 7 (mn-nccl 0.3.0)");
+    assert_str(r.refusal, "protocol");
+    // The same knock under another secret: a stranger, never a rank named.
+    r = read_knock(knock_bytes(k7, hello_of(1), *connector_seal("another secret", k7, nonce_a)), nonce_a, kSecret, true);
+    assert_str(r.what, "spoke mn-preflight protocol 7 (mn-nccl 0.3.0)");
+    assert_str(r.skew, "");
     assert_str(r.refusal, "protocol");
 }
 
 static void a_replayed_knock_is_not_a_proof(void**) {
     // A knock recorded under one challenge, sent again under another.
-    const msg::Knock k{msg::kProtocol, "control", 1, std::string(32, 'b')};
+    const msg::Knock k{msg::kProtocol, "control", 1, std::string(32, 'b'), std::nullopt};
     const std::string nonce_then = std::string(32, 'c'), nonce_now = std::string(32, 'd');
     auto seal = connector_seal(kSecret, k, nonce_then);
     const std::string bytes = knock_bytes(k, hello_of(1), *seal);
@@ -231,7 +243,7 @@ static void a_replayed_knock_is_not_a_proof(void**) {
     assert_int_equal(static_cast<int>(again.state), static_cast<int>(KnockReading::State::Stranger));
     assert_str(again.what, "did not prove the step secret");
     // A knock made for a data port is no control connection's, and the other way round.
-    const msg::Knock data{msg::kProtocol, "data:ring", 1, std::string(32, 'b')};
+    const msg::Knock data{msg::kProtocol, "data:ring", 1, std::string(32, 'b'), std::nullopt};
     const std::string as_data = knock_bytes(data, hello_of(1), *connector_seal(kSecret, k, nonce_then));
     assert_int_equal(static_cast<int>(read_knock(as_data, nonce_then, kSecret, true).state),
                      static_cast<int>(KnockReading::State::Stranger));

@@ -155,7 +155,7 @@ static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {
 }
 
 static void the_challenge_is_text_that_protocol_2_reads(void**) {
-    const msg::Challenge c{msg::kProtocol, std::string(32, 'a')};
+    const msg::Challenge c{msg::kProtocol, std::string(32, 'a'), ""};
     assert_str(msg::encode(c), "op=challenge\nv=6\nnonce=" + std::string(32, 'a') + "\n");
     assert_true(msg::decode<msg::Challenge>(msg::encode(c)).value() == c);
     // Protocol 2's, keys in order: its version is read.

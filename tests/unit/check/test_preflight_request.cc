@@ -269,6 +269,34 @@ static void nodes_whose_ranks_never_came_are_excluded(void**) {
     assert_false(ex.known);
 }
 
+// A time-out that no node caused (strangers jammed MASTER_PORT, or a rank
+// of another mn-preflight release was refused): the nodes whose ranks did
+// not come are not excluded, a node with a fault row of its own still is.
+static void a_verdict_that_blames_no_node_excludes_only_own_faults(void**) {
+    const std::vector<std::string> hosts = {"node0", "node1", "node2"};
+    for (int kind = 0; kind < 2; ++kind) {
+        PreflightReport r;
+        r.nodes = {node(0, "node0", {0}), node(2, "node2", {2})};
+        r.timed_out = "rendezvous: rank 1 did not arrive (none from node1)";
+        judge(r);
+        r.code = kTimeout;
+        if (kind == 0) r.disturbed = "3000 connections from 127.0.0.1 (3000 sent nothing in time)";
+        else r.skew = "rank 1 speaks mn-preflight protocol 5 (mn-nccl 0.1.0) (from 10.250.0.11)";
+        for (const std::string& out : {report_table(r), report_json(r)}) {
+            ExcludeList ex = nodes_to_exclude(out, hosts);
+            assert_true(ex.known);
+            assert_str(joined(ex.nodes), "");
+        }
+        assert_contains(report_table(r), kind == 0 ? "disturbed by strangers: no node is to blame)"
+                                                   : "mn-preflight releases differ: no node is to blame)");
+        r.nodes[1].problems.push_back("GPU0: CUDA error 2 (out of memory)");
+        judge(r);
+        r.code = kTimeout;
+        for (const std::string& out : {report_table(r), report_json(r)})
+            assert_str(joined(nodes_to_exclude(out, hosts).nodes), "node2");
+    }
+}
+
 static void emulated_nodes_map_to_their_slurm_node(void**) {
     PreflightReport r;
     r.nodes = {node(0, "node0-emu0", {0}), node(1, "node0-emu1", {1}), node(2, "node1-emu0", {2}),
@@ -295,6 +323,7 @@ int main() {
         cmocka_unit_test(slow_node_is_excluded_from_table_and_json),
         cmocka_unit_test(healthy_nodes_are_never_excluded),
         cmocka_unit_test(nodes_whose_ranks_never_came_are_excluded),
+        cmocka_unit_test(a_verdict_that_blames_no_node_excludes_only_own_faults),
         cmocka_unit_test(emulated_nodes_map_to_their_slurm_node),
     };
     return cmocka_run_group_tests_name("preflight_request", tests, nullptr, nullptr);
