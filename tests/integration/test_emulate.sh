@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --mn-emulate-nodes=K on the local cluster: Slurm's own variables of the
+# --mn-nccl-emulate-nodes=K (alias --mn-emulate-nodes, env MN_NCCL_EMULATE_NODES) on the local cluster: Slurm's own variables of the
 # emulated layout in every task (task and node mode), the real ones under
 # MN_REAL_*, a framework reading them as Lightning does over a real gloo
 # all-reduce, Slurm's commands inside an emulated step, and nothing of
@@ -42,8 +42,8 @@ t_task_mode_one_node_into_two() {
 }
 
 t_task_mode_two_nodes_into_four() {
-  local name="K=2, task mode, 2 nodes x 2 (--ntasks-per-node=2): 4 emulated nodes of 1 task, Slurm's own --ntasks-per-node kept under MN_REAL_"
-  run srun -N2 -w node0,node2 --ntasks-per-node=2 --mn-nccl --mn-emulate-nodes=2 bash -c "$SLURM_DUMP"
+  local name="K=2 (MN_NCCL_EMULATE_NODES), task mode, 2 nodes x 2 (--ntasks-per-node=2): 4 emulated nodes of 1 task, Slurm's own --ntasks-per-node kept under MN_REAL_"
+  MN_NCCL_EMULATE_NODES=2 run srun -N2 -w node0,node2 --ntasks-per-node=2 --mn-nccl bash -c "$SLURM_DUMP"
   local ids lists
   ids=$(view PROCID NODEID LOCALID NODE_RANK NODENAME REAL_NODEID REAL_NODENAME GTIDS)
   lists=$(view NNODES JOB_NUM_NODES NTASKS_PER_NODE TASKS_PER_NODE NODELIST JOB_NODELIST REAL_NTASKS_PER_NODE | tr ' ' '\n' | sort -u)
@@ -56,7 +56,7 @@ t_task_mode_two_nodes_into_four() {
 
 t_node_mode() {
   local name="K=2, node mode (one launcher per emulated node): SLURM_NODEID = PET_NODE_RANK, SLURM_LOCALID 0, 1 task per node"
-  run srun -N1 -w node2 --ntasks-per-node=2 --gres=gpu:4 --mn-nccl --mn-nccl-launch=node --mn-emulate-nodes=2 bash -c "$SLURM_DUMP"
+  run srun -N1 -w node2 --ntasks-per-node=2 --gres=gpu:4 --mn-nccl --mn-nccl-launch=node --mn-nccl-emulate-nodes=2 bash -c "$SLURM_DUMP"
   local got
   got=$(view PROCID NODEID PET_NODE_RANK LOCALID NTASKS_PER_NODE TASKS_PER_NODE NODENAME GPUS_ON_NODE CVD GTIDS)
   [ $RC -eq 0 ] && [ "$got" = "0/0/0/0/1/1(x2)/node2/2/0,1/0 1/1/1/0/1/1(x2)/node2-e1/2/2,3/1" ] ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# srun --mn-preflight on the real local Slurm (CPU path). Which parts run
+# srun --mn-nccl-preflight (and its alias --mn-preflight) on the real local Slurm (CPU path). Which parts run
 # depends on the release: before 23.11 (no spank_prepend_task_argv) every
 # form is refused and the program never starts; from 23.11 the check runs
 # in each task and the program starts only on PASS. Either way, with a
@@ -173,7 +173,9 @@ refused_without_prepend() {
   local line=$1 env_job=nojob
   [ "$line" = optional ] && env_job=""
   local release="needs Slurm 23.11 or newer \(spank_prepend_task_argv\); this is Slurm ${major}\\.0?${minor}"
-  never_starts "$line" "Slurm $ver, --mn-preflight" "--mn-preflight $release" nojob \
+  never_starts "$line" "Slurm $ver, --mn-nccl-preflight" "--mn-nccl-preflight $release" nojob \
+    srun -N2 --mn-nccl=auto --mn-nccl-preflight bash -c "$RAN_PROG"
+  never_starts "$line" "Slurm $ver, --mn-preflight (the alias)" "--mn-preflight $release" nojob \
     srun -N2 --mn-nccl=auto --mn-preflight bash -c "$RAN_PROG"
   has 'srun --mn-nccl=auto mn-preflight \|\| exit 1' && has 'srun --mn-nccl=auto python train.py' ||
     fail "$line line, Slurm $ver: the refusal names the two-line sbatch alternative"
@@ -207,9 +209,9 @@ refused_with_prepend() {
   run env MN_NCCL_PREFLIGHT=1 srun -N2 --mn-nccl=auto bash -c "$RAN_PROG"
   [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(started)" = 2 ] || { fail "$name" "rc=$RC started=$(started)"; return; }
   pass "$name"
-  name="$line line, --mn-preflight=no-pairs: PASS, then the program"
+  name="$line line, --mn-nccl-preflight=no-pairs: PASS, then the program"
   rm -f "$OUT"/ran.*
-  run srun -N2 --mn-nccl=auto --mn-preflight=no-pairs bash -c "$RAN_PROG"
+  run srun -N2 --mn-nccl=auto --mn-nccl-preflight=no-pairs bash -c "$RAN_PROG"
   [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && [ "$(started)" = 2 ] || { fail "$name" "rc=$RC started=$(started)"; return; }
   pass "$name"
 }
@@ -230,6 +232,8 @@ t_asked_for_means_checked() {
     done
     runs_unchecked "$line" "MN_NCCL_PREFLIGHT=1 with --mn-preflight=off (the option wins)" \
       env MN_NCCL_PREFLIGHT=1 srun -N2 --mn-nccl=auto --mn-preflight=off bash -c "$RAN_PROG"
+    runs_unchecked "$line" "MN_NCCL_PREFLIGHT=yes with --mn-nccl-preflight=No (the option wins)" \
+      env MN_NCCL_PREFLIGHT=yes srun -N2 --mn-nccl=auto --mn-nccl-preflight=No bash -c "$RAN_PROG"
   done
   plugstack required "preflight=$PF"
   local state; state=$(settled_states | tr '\n' ' ')
@@ -241,11 +245,11 @@ t_asked_for_means_checked() {
 
 t_inline_pass_same_env() {
   [ $inline = 1 ] || return 0
-  local name="--mn-preflight: PASS printed once, then the program in every task with its normal environment and pid"
+  local name="--mn-nccl-preflight: PASS printed once, then the program in every task with its normal environment and pid"
   run env MASTER_PORT=29555 srun -N3 -n5 --mn-nccl=auto bash -c "$ENV_PROG"
   [ $RC -eq 0 ] || { fail "$name" "plain step rc=$RC"; return; }
   local plain; plain=$(env_of)
-  run env MASTER_PORT=29555 srun -N3 -n5 --mn-nccl=auto --mn-preflight=timeout=20,no-pairs bash -c "$ENV_PROG"
+  run env MASTER_PORT=29555 srun -N3 -n5 --mn-nccl=auto --mn-nccl-preflight=timeout=20,no-pairs bash -c "$ENV_PROG"
   local checked; checked=$(env_of)
   [ $RC -eq 0 ] && [ "$(count '^PASS')" = 1 ] && has 'all-reduce \(cpu, TCP ring on eth0\): 5 ranks' &&
     [ "$(count '^PIDS ')" = 5 ] && [ "$(count '^ENV [0-9]+ MASTER_PORT=29555$')" = 5 ] || { fail "$name" "rc=$RC PASS lines $(count '^PASS')"; return; }

@@ -127,8 +127,8 @@ t_user_values_kept() {
 }
 
 t_force() {
-  local name="force=1 in plugstack.conf overrides the user's MASTER_PORT"
-  plugstack required force=1
+  local name="force=yes in plugstack.conf (a boolean word) overrides the user's MASTER_PORT"
+  plugstack required force=yes
   MASTER_PORT=23456 run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
   plugstack required
   [ $RC -eq 0 ] && [ "$(distinct MASTER_PORT)" != 23456 ] && [ -n "$(distinct MASTER_PORT)" ] ||
@@ -157,6 +157,37 @@ t_env_form() {
   MN_NCCL=auto run srun -N2 -n2 --mn-nccl=off bash -c "$ENV_DUMP"
   local off; off=$(distinct MASTER_ADDR)
   [ "$from_env" = $MASTER ] && [ "$off" = "" ] || { fail "$name" "env gave '$from_env', off gave '$off'"; return; }
+  pass "$name"
+}
+
+t_env_forms() {
+  local name="MN_NCCL_LAUNCH, MN_NCCL_EXPLAIN (any boolean word), MN_NCCL_EMULATE_NODES: each works like its option, the command line wins, a bad value names the variable"
+  rm -f "$OUT/launched"
+  MN_NCCL_LAUNCH=node run srun -N2 -n4 --mn-nccl touch "$OUT/launched"
+  local launch_env=$RC; has "needs exactly one task per node" || launch_env=ok
+  MN_NCCL_LAUNCH=node run srun -N2 -n4 --mn-nccl --mn-nccl-launch=task bash -c "$ENV_DUMP"
+  local launch_cl=$RC ranks; ranks=$(distinct RANK | paste -sd,)
+  MN_NCCL_EXPLAIN=Yes run srun -N2 -n2 --mn-nccl true
+  local explained; explained=$(count '^mn_nccl: node[0-1] \(node [0-1] of 2\): mode=auto')
+  MN_NCCL_EXPLAIN=off run srun -N2 -n2 --mn-nccl --mn-nccl-explain true
+  local explained_cl; explained_cl=$(count '^mn_nccl: node[0-1] \(node [0-1] of 2\): mode=auto')
+  MN_NCCL_EXPLAIN=0 run srun -N2 -n2 --mn-nccl true
+  local quiet; quiet=$(count 'mode=auto')
+  MN_NCCL_EXPLAIN=maybe run srun -N1 --mn-nccl touch "$OUT/launched"
+  local bad_bool=$RC; has "MN_NCCL_EXPLAIN='maybe' is not a yes or no; use 1/0, yes/no, true/false or on/off" || bad_bool=ok
+  MN_NCCL_EMULATE_NODES=2 run srun -N1 -n4 -w node1 --gres=gpu:4 --mn-nccl bash -c "$ENV_DUMP"
+  local emu=$RC hostids; hostids=$(distinct NCCL_HOSTID | paste -sd,)
+  MN_NCCL_EMULATE_NODES=2 run srun -N1 -n2 -w node1 --mn-nccl --mn-nccl-emulate-nodes=1 bash -c "$ENV_DUMP"
+  local emu_cl=$RC one_node; one_node=$(distinct NNODES)
+  MN_NCCL_EMULATE_NODES=x run srun -N1 --mn-nccl touch "$OUT/launched"
+  local bad_emu=$RC; has "MN_NCCL_EMULATE_NODES='x' is not valid" || bad_emu=ok
+  MN_NCCL_EMULATE_NODES=2 run srun -N1 touch "$OUT/launched"
+  local emu_off=$RC; has "MN_NCCL_EMULATE_NODES needs mn_nccl on; add --mn-nccl=auto \(or MN_NCCL=auto\), or unset MN_NCCL_EMULATE_NODES" || emu_off=ok
+  [ "$launch_env" != 0 ] && [ "$launch_env" != ok ] && [ $launch_cl -eq 0 ] && [ "$ranks" = "0,1,2,3" ] &&
+    [ "$explained" = 2 ] && [ "$explained_cl" = 2 ] && [ "$quiet" = 0 ] && [ "$bad_bool" != 0 ] && [ "$bad_bool" != ok ] &&
+    [ $emu -eq 0 ] && [ "$hostids" = "node1-emu0,node1-emu1" ] && [ $emu_cl -eq 0 ] && [ "$one_node" = 1 ] &&
+    [ "$bad_emu" != 0 ] && [ "$bad_emu" != ok ] && [ "$emu_off" != 0 ] && [ "$emu_off" != ok ] && [ ! -e "$OUT/launched" ] ||
+    { fail "$name" "launch env=$launch_env cl=$launch_cl ranks=$ranks; explain env=$explained cl=$explained_cl quiet=$quiet bad=$bad_bool; emulate env=$emu hostids=$hostids cl=$emu_cl nnodes=$one_node bad=$bad_emu off=$emu_off; launched=$([ -e "$OUT/launched" ] && echo yes)"; return; }
   pass "$name"
 }
 
@@ -222,13 +253,27 @@ t_torchrun_per_task() {
 }
 
 t_bad_plugstack() {
-  local name="bad plugstack.conf arguments: reported by name, defaults used, the job runs"
+  local name="bad plugstack.conf arguments: in slurmd's log by name (not on the user's srun, but srun -v and --mn-nccl-explain), defaults used, the job runs"
+  local log=$CLUSTER_DIR/log/slurmd-node0.log
+  local before; before=$(wc -l <"$log")
   plugstack required prot_range=1-2 port_range=99-1 default=maybe force=2
   run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
+  local rc=$RC port; port=$(distinct MASTER_PORT)
+  local on_srun; on_srun=$(count "plugstack.conf")
+  sleep 1
+  tail -n +$((before + 1)) "$log" >"$OUT/slurmd.log"
+  local logged=""
+  grep -q "mn_nccl: node0: plugstack.conf: unknown argument 'prot_range=1-2'" "$OUT/slurmd.log" &&
+    grep -q "port_range='99-1'" "$OUT/slurmd.log" && grep -q "default='maybe'" "$OUT/slurmd.log" &&
+    grep -q "force='2' is not a yes or no" "$OUT/slurmd.log" && logged=yes
+  run srun -v -N1 --mn-nccl true
+  local verbose; verbose=$(count "plugstack.conf: unknown argument 'prot_range=1-2'")
+  run srun -N2 -n2 --mn-nccl --mn-nccl-explain true
+  local explained; explained=$(count "^mn_nccl: node0: the site's plugstack.conf: unknown argument 'prot_range=1-2'")
   plugstack required
-  local port; port=$(distinct MASTER_PORT)
-  [ $RC -eq 0 ] && has "unknown argument 'prot_range=1-2'" && has "port_range='99-1'" && has "default='maybe'" &&
-    has "force='2'" && [ "$port" -ge 20000 ] && [ "$port" -le 29999 ] || { fail "$name" "rc=$RC port=$port"; return; }
+  [ $rc -eq 0 ] && [ "$on_srun" = 0 ] && [ "$logged" = yes ] && [ "$verbose" -ge 1 ] && [ "$explained" = 1 ] &&
+    [ "$port" -ge 20000 ] && [ "$port" -le 29999 ] ||
+    { fail "$name" "rc=$rc port=$port on srun=$on_srun logged=$logged srun -v=$verbose explain=$explained" "$(head -5 "$OUT/slurmd.log")"; return; }
   pass "$name"
 }
 
@@ -341,7 +386,7 @@ t_emulate_task_env() {
 
 t_emulate_gloo() {
   local name="--mn-emulate-nodes=2: real gloo all-reduce across emulated nodes (1 node x 2, and 2 nodes x 2)"
-  run srun -N1 -n4 --mn-nccl --mn-emulate-nodes=2 $PY "$ALLREDUCE"
+  run srun -N1 -n4 --mn-nccl --mn-nccl-emulate-nodes=2 $PY "$ALLREDUCE"
   local one; one=$(count 'ALLREDUCE .*world=4 .*node_rank=[01] .*ok=1')
   run srun -N2 --ntasks-per-node=2 --mn-nccl --mn-emulate-nodes=2 $PY "$ALLREDUCE"
   local two; two=$(count 'ALLREDUCE .*world=4 .*node_rank=[0-3] .*ok=1')
@@ -376,9 +421,12 @@ t_emulate_bad() {
 }
 
 t_help() {
-  local name="srun --help lists the options"
+  local name="srun --help lists the options, each with its environment form, and the older spellings as aliases"
   run srun --help
-  has "--mn-nccl=\[MODE\]" && has "--mn-nccl-launch=task\|node" && has "--mn-nccl-explain" && has "--mn-emulate-nodes=K" || { fail "$name"; return; }
+  has "--mn-nccl=\[MODE\]" && has "--mn-nccl-launch=task\|node" && has "--mn-nccl-explain" &&
+    has "--mn-nccl-emulate-nodes=K" && has "--mn-nccl-preflight\[=OPTIONS\]" &&
+    has "--mn-emulate-nodes=K +Alias of --mn-nccl-emulate-nodes" && has "--mn-preflight\[=OPTIONS\] +Alias of --mn-nccl-preflight" &&
+    has "Env form: MN_NCCL_LAUNCH" && has "Env form: MN_NCCL_EXPLAIN=1" && has "Env form: MN_NCCL_EMULATE_NODES=K" || { fail "$name"; return; }
   pass "$name"
 }
 
