@@ -344,7 +344,7 @@ t_bad_options() {
   "$PF" --min-busbw fast >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--min-busbw needs a bandwidth in GB/s" || ok=0
   "$PF" --iters 0 >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--iters needs a whole number from 1 to 10000" || ok=0
   "$PF" --mode fast >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "--mode='fast' is not a valid mode" || ok=0
-  "$PF" --frobnicate >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "unknown argument '--frobnicate'" || ok=0
+  "$PF" --frobnicate >"$OUT/last" 2>&1; [ $? -eq 2 ] && has "^mn-preflight: check: unknown option '--frobnicate'$" || ok=0
   env -u SLURM_PROCID -u MASTER_ADDR "$PF" >"$OUT/last" 2>&1; [ $? -eq 2 ] &&
     has 'SLURM_PROCID is not set; run it as a step: srun --mn-nccl=auto mn-preflight' || ok=0
   # Under srun but without the plugin: no MASTER_ADDR.
@@ -353,6 +353,42 @@ t_bad_options() {
   run srun -N2 -n2 --mn-nccl "$PF" --gpu
   [ $RC -eq 1 ] && has 'no GPU path: no CUDA driver \(libcuda.so.1 not found\)' || ok=0
   [ $ok = 1 ] || { fail "$name"; return; }
+  pass "$name"
+}
+
+t_usage_errors() {
+  local name="usage errors, as srun runs them: one line naming the subcommand and a try line, exit 2; SUB --help exit 0"
+  local ok=1 why="" want
+  # ARGS... -> exit 2 and exactly $want (its line and the try line) from
+  # the task, srun's own "task 0: Exited with exit code 2" aside.
+  usage_is() {
+    local out err
+    out=$(srun -N1 -n1 -w node1 --mn-nccl "$PF" "$@" 2>"$OUT/err"); local rc=$?
+    err=$(grep -v '^srun: ' "$OUT/err")
+    [ $rc -eq 2 ] && [ -z "$out" ] && [ "$err" = "$want" ] || { ok=0; why+=" [$*: rc=$rc err=$err]"; }
+  }
+  want=$'mn-preflight: check: unknown option \'--timout\'; did you mean --timeout?\ntry \'mn-preflight check --help\''
+  usage_is --timout 3
+  want=$'mn-preflight: history: unknown option \'--jsn\'; did you mean --json?\ntry \'mn-preflight history --help\''
+  usage_is history /tmp --jsn
+  want=$'mn-preflight: discover: --timeout is an option of check and prolog, not of discover\ntry \'mn-preflight discover --help\''
+  usage_is discover --timeout 5
+  want=$'mn-preflight: prolog: --reason-file needs a value: a file, e.g. --reason-file /run/mn-preflight.reason\ntry \'mn-preflight prolog --help\''
+  usage_is --prolog --reason-file
+  want=$'mn-preflight: unknown subcommand \'prologue\'; did you mean prolog?\ntry \'mn-preflight --help\''
+  usage_is prologue
+  local sub
+  for sub in check prolog discover history; do
+    "$PF" "$sub" --help >"$OUT/last" 2>&1 && has "^usage: .*mn-preflight \\[?$sub" || { ok=0; why+=" [$sub --help]"; }
+  done
+  "$PF" --help >"$OUT/last" 2>&1 && has "'mn-preflight SUBCOMMAND --help'" && [ "$(wc -l <"$OUT/last")" -lt 16 ] ||
+    { ok=0; why+=" [--help]"; }
+  # discover --mode ib on a node without InfiniBand names --mode, not the plugin's --mn-nccl=ib.
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs" >/dev/null
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/no-rdma run "$PF" discover --mode ib
+  [ $RC -eq 1 ] && has '^mn-preflight: [^:]+: --mode ib: this node has no ACTIVE InfiniBand port' &&
+    has 'use --mode auto to take what the node has' && ! has 'mn-nccl=' || { ok=0; why+=" [discover --mode ib: rc=$RC]"; }
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
   pass "$name"
 }
 
