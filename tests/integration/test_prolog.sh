@@ -59,8 +59,8 @@ t_two_jobs_one_node() {
   local a b
   a=$(sbatch --parsable -J mn-prolog-hold -w node0 --gres=gpu:1 -o /dev/null --wrap 'sleep 60')
   wait_for 15 test -e "$T/env.$a" || { fail "job A's prolog ran" "no $T/env.$a"; return; }
-  run srun -w node0 --gres=gpu:2 -t 1 true
-  b=$(ls -t "$T" | sed -n 's/^env\.//p' | grep -vx "$a" | head -1)
+  run srun -w node0 --gres=gpu:2 -t 1 bash -c 'echo JOB=$SLURM_JOB_ID'
+  b=$(sed -n 's/^JOB=//p' "$OUT/last")
   local ga gb
   ga=$(envvar "$a" SLURM_JOB_GPUS); gb=$(envvar "$b" SLURM_JOB_GPUS)
   echo "# slurmd $(sinfo -V | awk '{print $2}') prolog: job A $a SLURM_JOB_GPUS=$ga CUDA_VISIBLE_DEVICES=$(envvar "$a" CUDA_VISIBLE_DEVICES) GPU_DEVICE_ORDINAL=$(envvar "$a" GPU_DEVICE_ORDINAL); job B $b SLURM_JOB_GPUS=$gb CUDA_VISIBLE_DEVICES=$(envvar "$b" CUDA_VISIBLE_DEVICES)"
@@ -71,7 +71,7 @@ t_two_jobs_one_node() {
   fi
   # B's prolog as slurmd ran it: the check names B's GPUs and none of A's.
   local json
-  json=$(env -i $(grep -E '^(SLURM_JOB_ID|SLURM_JOB_GPUS|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|PATH)=' "$T/env.$b") \
+  json=$(env -i $(grep -s -E '^(SLURM_JOB_ID|SLURM_JOB_GPUS|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|PATH)=' "$T/env.$b") \
     "$TOP/helper/mn-preflight" --prolog --json 2>&1)
   if grep -q "\"gpu_scope\":\"job $b's GPUs $gb (SLURM_JOB_GPUS)\"" <<<"$json" &&
     ! grep -q "\"job_gpus\":\[[^]]*\"$ga\"" <<<"$json"; then
@@ -80,10 +80,10 @@ t_two_jobs_one_node() {
     fail "job B's prolog checks B's GPUs only" "$json"
   fi
   # A job without GPUs on the same node: none of the node's.
-  run srun -w node0 -t 1 true
+  run srun -w node0 -t 1 bash -c 'echo JOB=$SLURM_JOB_ID'
   local c
-  c=$(ls -t "$T" | sed -n 's/^env\.//p' | grep -vx -e "$a" -e "$b" | head -1)
-  json=$(env -i $(grep -E '^(SLURM_JOB_ID|SLURM_JOB_GPUS|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|PATH)=' "$T/env.$c") \
+  c=$(sed -n 's/^JOB=//p' "$OUT/last")
+  json=$(env -i $(grep -s -E '^(SLURM_JOB_ID|SLURM_JOB_GPUS|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|PATH)=' "$T/env.$c") \
     "$TOP/helper/mn-preflight" --prolog --json 2>&1)
   grep -q "\"gpu_scope\":\"job $c has no GPU on this node\"" <<<"$json" &&
     pass "a job without GPUs beside them: its prolog checks no GPU" ||
