@@ -110,18 +110,26 @@ std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<Pair
 // starved process waits, runnable, for a CPU (PairResult.cpu_wait).
 //
 // So a slow node that shares its machine with another node of the step is
-// named only when, in each of its pairs and retests that ran, neither side
-// waited for a CPU kSchedulerWait of the time or more, and both sides said
-// so; else it is not judged, and a note says why. This is the CPU path's
-// rule (judge() gives the machines only there): on GPUs, NCCL and the
-// node's own devices and links carry the pairs.
-constexpr double kSchedulerWait = 0.05;
+// named only where its pairs are slower than the scheduler can make them:
+// a side that waited, runnable, for a CPU a share w of a pair's time made
+// it at most 1 / (1 - w) slower, and beyond that noise of one machine
+// (factors of 2 to 3 between healthy nodes under a busy scheduler) it must
+// still fall below the threshold kSharedMargin times over. Every pair and
+// retest of the node that ran must: a throttled link (both sides sleep,
+// pairs 100 times slower) is named, a starved process is not. A pair whose
+// sides did not say how long they waited (an earlier build) clears
+// nothing. Else the node is not judged, and a note says why. This is the
+// CPU path's rule (judge() gives the machines only there): on GPUs, NCCL
+// and the node's own devices and links carry the pairs.
+constexpr double kSharedMargin = 2;
 
 // The note for slow node x (without its host) when it shares its machine
-// with another node and its pairs or retests (.a == x) do not clear the
-// scheduler; none otherwise. `machines`: each node's boot id ("" unknown).
+// with another node and its pairs or retests (.a == x) are not slower than
+// the scheduler explains (see above), judged against `threshold` (GB/s:
+// --min-busbw, or half what healthy nodes ran at); none otherwise.
+// `machines`: each node's boot id ("" unknown).
 std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector<PairResult>& pairs,
-                                                   const std::vector<PairResult>& retests,
+                                                   const std::vector<PairResult>& retests, double threshold,
                                                    const std::vector<std::string>& machines,
                                                    const std::vector<std::string>& hosts);
 

@@ -453,8 +453,10 @@ static void nodes_of_one_machine_are_not_blamed_for_its_scheduler(void**) {
     for (const auto& n : r.nodes) assert_str(n.verdict, "ok");
     assert_int_equal(notes_with(r, "not judged"), 1);
     assert_contains(r.notes[0], "node2: its first pairs looked slow");
-    assert_contains(r.notes[0], "but it shares one machine (the same boot id) with node0 and node1, and a side waited "
-                                "for a CPU in 4 of its 4 pair tests (up to 36 % of the time)");
+    assert_contains(r.notes[0], "but it shares one machine (the same boot id) with node0 and node1, and in 4 of its 4 "
+                                "pair tests it is within what the machine's scheduler makes of a node (its best 1.18 "
+                                "GB/s; a node of a shared machine is named below 0.6750 GB/s once its sides' waits "
+                                "for a CPU, up to 36 % of the time here, are taken out)");
     assert_contains(r.notes[0], "not judged (to judge its link, check it with nodes of other machines)");
     // The same figures from nodes that did not say how long they waited
     // (an earlier build): nothing clears the scheduler, so still not judged.
@@ -489,14 +491,24 @@ static void a_throttled_link_on_a_shared_machine_is_named(void**) {
     assert_int_equal(r.problems.size(), 1);
     assert_contains(r.problems[0], "node1: slow: its pairs run at 0.0061 GB/s at best");
     assert_int_equal(notes_with(r, "not judged"), 0);
-    // One retest in which a side waited for a CPU 5 % of the time: the
-    // scheduler is not cleared, the node not judged.
+    // Under two CPU hogs beside the cluster (t_slow_node_busy_machine) the
+    // sides of the throttled pairs waited up to 7 % of the time: still
+    // far slower than any wait explains, named.
     r = one_machine(boot, boot, boot);
-    r.pairs = {waited(0, 1, 0.0061, 0.002), waited(0, 2, 2.4, 0.01), waited(1, 2, 0.0059, 0.004)};
-    r.retests = {waited(1, 0, 0.006, 0.0), waited(0, 2, 2.3, 0.02), waited(1, 2, 0.0058, 0.05)};
+    r.pairs = {waited(0, 1, 0.0055, 0.07), waited(0, 2, 1.01, 0.2), waited(1, 2, 0.0056, 0.05)};
+    r.retests = {waited(1, 0, 0.0056, 0.06), waited(0, 2, 0.9, 0.3), waited(1, 2, 0.0055, 0.07)};
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_contains(r.problems[0], "node1: slow");
+    // A link slowed to 40 %, no side waiting: within the factor that one
+    // machine's scheduler makes between healthy nodes; not judged.
+    r = one_machine(boot, boot, boot);
+    r.pairs = {waited(0, 1, 0.95, 0.01), waited(0, 2, 2.4, 0.01), waited(1, 2, 0.9, 0.0)};
+    r.retests = {waited(1, 0, 0.92, 0.0), waited(0, 2, 2.3, 0.02), waited(1, 2, 0.94, 0.01)};
     judge(r);
     assert_int_equal(r.code, kPass);
-    assert_int_equal(notes_with(r, "a side waited for a CPU in 1 of its 4 pair tests (up to 5 % of the time)"), 1);
+    assert_int_equal(notes_with(r, "node1: its first pairs looked slow"), 1);
+    assert_int_equal(notes_with(r, "in 4 of its 4 pair tests it is within what the machine's scheduler makes of a node"), 1);
 }
 
 // The rule is for nodes that share a machine: the same figures from three
