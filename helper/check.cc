@@ -47,7 +47,7 @@ int await_verdict(Step& st, Follower& f) {
 
 int follow(Step& st) {
     Follower f;
-    if (!join(st, f)) return kTimeout;
+    if (!join(st, f)) return f.code;
     if (!serve_readiness(st, f)) return await_verdict(st, f);
     if (!serve_collective(st, f)) return await_verdict(st, f);
     return serve_pairs(st, f);

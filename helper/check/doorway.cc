@@ -196,6 +196,7 @@ KnockReading read_knock(const std::string& buf, const std::string& nonce_a, cons
             return stranger("spoke " + spoke, "protocol");
         KnockReading s = stranger("rank " + std::to_string(k->rank) + " of this step spoke " + spoke, "protocol");
         s.skew = "rank " + std::to_string(k->rank) + " speaks " + spoke;
+        s.knock = k.value();
         return s;
     }
     if (!seal->open(body, buf.substr(4 + n - wire::Seal::kMacBytes, wire::Seal::kMacBytes)))
@@ -264,6 +265,12 @@ void Doorway::accept_new() {
     }
 }
 
+void Doorway::skewed(const KnockReading& k, const std::string& peer) {
+    if (std::find(skewed_ranks_.begin(), skewed_ranks_.end(), k.knock.rank) != skewed_ranks_.end()) return;
+    skewed_ranks_.push_back(k.knock.rank);
+    skewed_.push_back(k.skew + " (from " + peer + ")");
+}
+
 std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* done) {
     *done = true;
     const std::size_t most =
@@ -276,6 +283,16 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
             continue;
         }
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+        // A rank of another release sends its knock and leaves at once:
+        // what it said is read before its leaving is counted.
+        if (!c.buf.empty()) {
+            KnockReading last = read_knock(c.buf, c.nonce, secret_, first_);
+            if (last.state == KnockReading::State::Stranger) {
+                if (!last.skew.empty()) skewed(last, c.peer);
+                else strangers_.add(c.peer, last.what);
+                return std::nullopt;
+            }
+        }
         strangers_.add(c.peer, c.buf.empty() ? "closed without a word" : "closed in the middle of its knock");
         return std::nullopt;
     }
@@ -285,8 +302,8 @@ std::optional<Guest> Doorway::read_caller(Caller& c, const Want& want, bool* don
         return std::nullopt;
     }
     if (k.state == KnockReading::State::Stranger) {
-        if (!k.skew.empty()) skewed_.push_back(k.skew + " (from " + c.peer + ")");
-        strangers_.add(c.peer, k.what);
+        if (!k.skew.empty()) skewed(k, c.peer);
+        else strangers_.add(c.peer, k.what);
         if (k.refusal) refuse(c.fd.get(), k.refusal);
         return std::nullopt;
     }
@@ -350,7 +367,7 @@ std::vector<Guest> Doorway::turn(double wait, const Want& want) {
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                        std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
                        const std::string& secret, const Deadline& d, std::optional<Deadline> listen_by,
-                       bool* unheard) {
+                       bool* unheard, bool* other_release) {
     const std::string where = !addr.empty() && addr[0] == '@' ? "the local socket " + addr : addr + ":" + std::to_string(port);
     std::string last = "nobody answered";
     bool heard = false;
@@ -382,6 +399,7 @@ Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string
             auto seal = connector_seal(secret, k, ch->nonce);
             const std::string bytes = knock_bytes(k, std::nullopt, *seal);
             wire::send_all(fd->get(), bytes.data(), bytes.size(), Deadline::in(0.5));
+            if (other_release) *other_release = true;
             return Problem{"the mn-preflight at " + where + " speaks protocol " + std::to_string(ch->version) +
                                (ch->release.empty() ? " (mn-nccl before 0.2.0)" : " (mn-nccl " + ch->release + ")") +
                                ", this one protocol " + std::to_string(spoken_protocol()) + " (mn-nccl " + release() +

@@ -70,6 +70,8 @@ constexpr double kKnockWait = 2.0;               // seconds from accept to the w
 constexpr std::size_t kMaxWaiting = 256;         // connections waiting for their knock at once
 constexpr double kCutOff = 0.5;                  // seconds a caller has before a newcomer may cut it off
 
+struct KnockReading;
+
 class Doorway {
 public:
     // rank: this rank's (its Welcome says it); first: whether the
@@ -96,6 +98,7 @@ public:
     // Ranks of the step that proved the secret under another protocol (a
     // node of another release): KnockReading::skew, with the address.
     const std::vector<std::string>& skewed() const { return skewed_; }
+    const std::vector<uint32_t>& skewed_ranks() const { return skewed_ranks_; }
     uint32_t accepted() const { return accepted_; }
     // Why accepting failed, once it did for want of a resource (open files:
     // nobody more can come in); "" otherwise.
@@ -118,6 +121,8 @@ private:
     Strangers strangers_;
     std::vector<std::string> unwanted_;
     std::vector<std::string> skewed_;
+    std::vector<uint32_t> skewed_ranks_;
+    void skewed(const KnockReading& k, const std::string& peer);
     uint32_t accepted_ = 0;
     std::string trouble_;
 };
@@ -129,10 +134,12 @@ private:
 // answered, another protocol (both named), or a process that does not prove
 // the step secret (another process holds the port). `listen_by`: give up
 // then if no connection was ever taken (*unheard set), not at d.
+// *other_release: the problem is the acceptor's protocol (a configuration
+// error, exit 2, not a time-out).
 Outcome<Channel> knock(const std::string& addr, uint16_t port, const std::string& purpose, uint32_t rank,
                        std::optional<uint32_t> acceptor, const std::optional<wire::Body>& first,
                        const std::string& secret, const Deadline& d, std::optional<Deadline> listen_by = std::nullopt,
-                       bool* unheard = nullptr);
+                       bool* unheard = nullptr, bool* other_release = nullptr);
 
 // The acceptor's reading of what a caller sent so far (pure: the doorway,
 // the fuzz target and the tests share it): more to come, a stranger (what
@@ -145,7 +152,8 @@ struct KnockReading {
     std::string what;
     const char* refusal = nullptr;  // "secret" or "protocol", told to the caller
     // A rank of the step that speaks another protocol, proven under its own:
-    // "rank 3 speaks mn-preflight protocol 5 (mn-nccl 0.1.0)"; "" otherwise.
+    // "rank 3 speaks mn-preflight protocol 5 (mn-nccl 0.1.0)" (and its
+    // knock); "" otherwise. Not a stranger: it proved the step secret.
     std::string skew;
     msg::Knock knock;
     std::shared_ptr<wire::Seal> seal;

@@ -310,8 +310,11 @@ bool join(Step& st, Follower& f) {
         f.inbox.start(&f.ctl, me);
         return true;
     }
-    auto ctl = knock(self.master, self.port, "control", self.rank, 0u, msg::encode(st.hello), self.secret, st.rdzv);
+    bool other_release = false;
+    auto ctl = knock(self.master, self.port, "control", self.rank, 0u, msg::encode(st.hello), self.secret, st.rdzv,
+                     std::nullopt, nullptr, &other_release);
     if (!ctl) {
+        if (other_release) f.code = kUsage;
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s%s\n", self.label.c_str(), self.rank,
                      st.rdzv.passed() ? "time-out: rank 0: " : "rank 0: ", ctl.problem().text().c_str());
         return false;
@@ -458,9 +461,14 @@ bool gather(Step& st, Lead& l) {
         const double wait = gathers(self) ? 0.01 : 0.1;
         for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted))
             if (admit(l, g, have)) ++arrived;
-        // A rank of another release proved who it is and will not come:
-        // waiting on for it would only delay the same verdict.
-        if (!door.skewed().empty()) break;
+        // Ranks of another release proved who they are and will not come:
+        // once every other rank is here, waiting on would only delay the
+        // same verdict (and those here hear it).
+        if (!door.skewed().empty()) {
+            uint32_t absent = 0;
+            for (uint32_t r : door.skewed_ranks()) absent += r < self.world && !have[r];
+            if (arrived + absent >= self.world) break;
+        }
         if (!door.trouble().empty() && !told_trouble) {
             // Said at once, not only at the time-out: the ranks not yet in cannot come.
             told_trouble = true;
@@ -482,6 +490,7 @@ bool gather(Step& st, Lead& l) {
     if (lost) return false;
     set_phase("rendezvous", missing_ranks(l.members, have));
     place_nodes(l, have);
+    if (arrived < self.world && !l.skewed.empty() && !st.rdzv.passed()) return false;  // fail_closed says why
     if (arrived < self.world) {
         l.rep.timed_out = "rendezvous: " + missing_ranks(l.members, have) + " at " + self.master + ":" +
                           std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +

@@ -427,6 +427,7 @@ std::future<T> on_thread(Fn fn) {
 struct Follower {
     Line ctl;
     Inbox inbox;
+    int code = kTimeout;  // its exit when join() fails: kUsage for another release's rank 0
 };
 
 // What rank 0's hub heard, by kind ("Beat", "Ready", ...), and the beats it
