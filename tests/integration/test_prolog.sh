@@ -24,7 +24,7 @@ export SLURM_CONF=$SLURM_CONF
 [ -e "$T/args" ] && export MN_PREFLIGHT_ARGS="\$(cat "$T/args")"
 "$T/mn-nccl-prolog" 2>"$T/err.\$SLURM_JOB_ID"
 rc=\$?
-echo "\$SLURM_JOB_ID \$rc \$(( (\$(date +%s%N) - t0) / 1000000 ))" >>"$T/runs"
+echo "\$SLURM_JOB_ID \$rc \$(( (\$(date +%s%N) - t0) / 1000000 )) \$SLURMD_NODENAME" >>"$T/runs"
 exit \$rc
 EOW
 chmod 755 "$T/prolog"
@@ -34,7 +34,6 @@ chmod 755 "$T/prolog"
 cp "$SLURM_CONF" "$T/slurm.conf.orig"
 echo "Prolog=$T/prolog" >>"$SLURM_CONF"
 scontrol reconfigure >/dev/null 2>&1
-sleep 2
 cleanup() {
   scancel --quiet --name=mn-prolog-hold 2>/dev/null
   cp "$T/slurm.conf.orig" "$SLURM_CONF"
@@ -45,6 +44,17 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
+# Each slurmd takes the new Prolog on its own time: a job on each node
+# until its prolog has run there (seen: the first job on node2 2 s after
+# the reconfigure ran without it).
+for n in node0 node1 node2; do
+  for _ in $(seq 1 20); do
+    srun -w $n -t 1 true >/dev/null 2>&1
+    grep -qs " $n\$" "$T/runs" && break
+    sleep 0.5
+  done
+  grep -qs " $n\$" "$T/runs" || echo "# note: $n ran no prolog after the reconfigure"
+done
 
 envvar() { sed -n "s/^$2=//p" "$T/env.$1" 2>/dev/null; }
 reason() { sinfo -h -n "$1" -o %E; }
