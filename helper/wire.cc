@@ -452,4 +452,12 @@ Traffic traffic() {
     return {g_msgs_out.load(), g_msgs_in.load(), g_bytes_out.load(), g_bytes_in.load()};
 }
 
+std::optional<PathSeen> path_seen(int fd) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 || len < offsetof(tcp_info, tcpi_total_retrans) + 4)
+        return std::nullopt;
+    return PathSeen{ti.tcpi_total_retrans, ti.tcpi_rtt / 1000.0};
+}
+
 }  // namespace mn::wire

@@ -174,4 +174,14 @@ struct Traffic {
 };
 Traffic traffic();
 
+// What TCP saw of a connection's path so far (TCP_INFO): segments it sent
+// again, and its smoothed round trip. A throttled or lossy link shows in
+// both; a peer process slow to read (the scheduler's) in neither, since
+// the kernel acknowledges for it. None when the kernel does not say.
+struct PathSeen {
+    uint32_t retrans = 0;
+    double rtt_ms = 0;
+};
+std::optional<PathSeen> path_seen(int fd);
+
 }  // namespace mn::wire

@@ -193,6 +193,8 @@ void bounds(const PairReport& m) {
                                           std::to_string(kStrangersText)};
     if (m.cpu_wait && !(*m.cpu_wait >= 0 && *m.cpu_wait <= 1))
         throw Wrong{"cpu_wait", "is " + std::to_string(*m.cpu_wait) + ", not a share from 0 to 1"};
+    if (m.rtt_ms && !(*m.rtt_ms >= 0 && *m.rtt_ms <= 1e6))
+        throw Wrong{"rtt_ms", "is " + std::to_string(*m.rtt_ms) + ", not a round trip from 0 to 1000000 ms"};
 }
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
 void bounds(const Carried& m) {
@@ -365,7 +367,7 @@ MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
 MESSAGE(Ready, error, health, fingerprint)
 MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error)
-MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait)
+MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)
 MESSAGE(TakeoverReport, hello)

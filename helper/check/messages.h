@@ -254,7 +254,12 @@ struct PairReport {
     // a CPU (the kernel's run_delay over the wall time); none where the
     // kernel does not say, or from a build before it (protocol 6).
     std::optional<double> cpu_wait;
-    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen, cpu_wait); }
+    // What TCP saw of the pair's path from this side (wire::path_seen):
+    // segments sent again, smoothed round trip in ms; none where it could
+    // not say, or from a build before them (protocol 6).
+    std::optional<uint32_t> retrans;
+    std::optional<double> rtt_ms;
+    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms); }
 };
 
 // A GPU retest's rounds, timed: per round, per lane, as Result's pair_seconds.

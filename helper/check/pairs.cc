@@ -72,6 +72,10 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     const double t0 = now_s();
     Timed t = timed_ring(buf, q.iters, links, 2, pd, q.time_bound, slowed_from_round(q.tag) ? kPassPause : 0);
     r.cpu_wait = cpu_wait_share(cpu_before, thread_cpu_times(), now_s() - t0);
+    if (const auto path = wire::path_seen(fd->get())) {
+        r.retrans = path->retrans;
+        r.rtt_ms = path->rtt_ms;
+    }
     // Its median pass: a pass that waited on a busy scheduler is noise, a
     // slow link slows them all.
     r.seconds = t.median_pass > 0 ? t.median_pass : t.seconds;
@@ -88,6 +92,14 @@ msg::GpuRetestReport run_gpu_retest(const msg::GpuRetest& q, const Step& st) {
     return {r.seconds, r.error};
 }
 
+// Keeps the larger of two sides' figures under `tag`; none once a side
+// had none.
+template <typename T>
+void larger(std::map<std::string, std::optional<T>>& m, const std::string& tag, const std::optional<T>& v) {
+    const auto [it, first] = m.try_emplace(tag, v);
+    if (!first) it->second = it->second && v ? std::optional<T>(std::max(*it->second, *v)) : std::nullopt;
+}
+
 // One round of CPU pair tests under way: who must report which tag.
 struct Round {
     std::map<uint32_t, std::string> expect;     // rank -> tag
@@ -96,14 +108,17 @@ struct Round {
     std::map<std::string, double> slowest;
     std::map<std::string, unsigned> strangers;      // at either side's data port
     std::map<std::string, std::string> strangers_seen;  // "at node1: 8 connections from ..."
-    // The larger wait for a CPU of its sides; none once a side did not say.
-    std::map<std::string, std::optional<double>> cpu_wait;
+    // The larger of its sides' waits for a CPU, retransmissions and round
+    // trips; none once a side did not say.
+    std::map<std::string, std::optional<double>> cpu_wait, rtt_ms;
+    std::map<std::string, std::optional<uint32_t>> retrans;
     // A side's report; `host`: its node.
     void take(const msg::PairReport& r, const std::string& host) {
         if (!r.error.empty()) errors[r.tag].push_back(r.error);
         slowest[r.tag] = std::max(slowest[r.tag], r.seconds);
-        const auto [w, first] = cpu_wait.try_emplace(r.tag, r.cpu_wait);
-        if (!first) w->second = w->second && r.cpu_wait ? std::optional(std::max(*w->second, *r.cpu_wait)) : std::nullopt;
+        larger(cpu_wait, r.tag, r.cpu_wait);
+        larger(retrans, r.tag, r.retrans);
+        larger(rtt_ms, r.tag, r.rtt_ms);
         if (r.strangers == 0) return;
         strangers[r.tag] += r.strangers;
         std::string& seen = strangers_seen[r.tag];
@@ -182,12 +197,16 @@ bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const s
         if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
             const std::string tag = pair_tag(kind, k, q);
-            PairResult pr{rounds[k][q].first, rounds[k][q].second, 0, "", 0, "", std::nullopt};
+            PairResult pr;
+            pr.a = rounds[k][q].first;
+            pr.b = rounds[k][q].second;
             if (!round.errors[tag].empty()) pr.error = round.errors[tag].front();
             else if (round.slowest[tag] > 0) pr.busbw_gbps = allreduce_busbw(l.pair_bytes / round.slowest[tag] / 1e9, 2);
             pr.strangers = round.strangers[tag];
             pr.strangers_seen = round.strangers_seen[tag];
             pr.cpu_wait = round.cpu_wait[tag];
+            pr.retrans = round.retrans[tag];
+            pr.rtt_ms = round.rtt_ms[tag];
             out.push_back(pr);
         }
         // A long check (slow links, many rounds) shows it is moving.
@@ -300,6 +319,17 @@ std::vector<Scored> score(const std::vector<GpuRound>& rounds, const std::vector
     return out;
 }
 
+// A node pair timed over NCCL: no doorway (no strangers), and NCCL's
+// connections say nothing of waits or retransmissions.
+PairResult nccl_pair(const Scored& s) {
+    PairResult p;
+    p.a = s.what.a;
+    p.b = s.what.b;
+    p.busbw_gbps = s.busbw;
+    p.error = s.error;
+    return p;
+}
+
 // The GPU path's pairs: every rank timed each round on each of its lanes.
 void gpu_pairs(Step& st, Lead& l) {
     const Lanes m = lanes_of(st, l);
@@ -307,7 +337,7 @@ void gpu_pairs(Step& st, Lead& l) {
     for (const auto& r : l.results) per_rank.push_back(r.pair_seconds);
     for (const Scored& s : score(l.gpu_rounds, by_lane(st, l, per_rank), l.pair_bytes)) {
         if (s.intra) l.rep.gpu_pairs.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else l.rep.pairs.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, "", std::nullopt});  // NCCL's: no doorway
+        else l.rep.pairs.push_back(nccl_pair(s));
     }
 }
 
@@ -403,7 +433,7 @@ bool gpu_retests(Step& st, Lead& l) {
     const std::string missing = errors.empty() ? "not timed" : errors.front();
     for (const Scored& s : score(rounds, by_lane(st, l, per_rank), l.pair_bytes, missing)) {
         if (s.intra) rep.gpu_retests.push_back({m.node[s.what.a], m.names[s.what.a], m.names[s.what.b], s.busbw, s.error});
-        else rep.retests.push_back({s.what.a, s.what.b, s.busbw, s.error, 0, "", std::nullopt});
+        else rep.retests.push_back(nccl_pair(s));
     }
     return true;
 }

@@ -197,18 +197,6 @@ std::string fast_fabric_fix(const std::string& fabric) {
 
 }  // namespace
 
-namespace {
-// What slow_nodes() judged node x against: the floor, or half the median
-// of the pairs without it.
-double shared_threshold(const std::vector<PairResult>& pairs, uint32_t x, std::optional<double> floor) {
-    if (floor) return *floor;
-    std::vector<double> others;
-    for (const auto& p : pairs)
-        if (p.a != x && p.b != x) others.push_back(p.error.empty() ? p.busbw_gbps : 0.0);
-    return others.empty() ? 0 : 0.5 * median(others);
-}
-}  // namespace
-
 void judge(PreflightReport& r) {
     std::map<uint32_t, std::vector<std::string>> blame;
     for (const auto& n : r.nodes)
@@ -239,8 +227,7 @@ void judge(PreflightReport& r) {
             if (auto d = disturbed_slowness(node, r.pairs, {}, r.min_busbw, hosts)) {
                 r.notes.push_back(hosts[node] + ": " + *d);
                 disturbed = true;
-            } else if (auto m = shared_machine_slowness(node, r.pairs, {}, shared_threshold(r.pairs, node, r.min_busbw),
-                                                        machines, hosts)) {
+            } else if (auto m = shared_machine_slowness(node, r.pairs, {}, machines, hosts)) {
                 r.notes.push_back(hosts[node] + ": slow (" + why + "), but " + *m);
             } else {
                 blame[node].push_back("slow: " + why);
@@ -474,6 +461,8 @@ Json report_object(const PreflightReport& r) {
             o["strangers_seen"] = json_text(p.strangers_seen);
         }
         if (p.cpu_wait) o["cpu_wait"] = json_rounded(*p.cpu_wait, 3);
+        if (p.retrans) o["retrans"] = *p.retrans;
+        if (p.rtt_ms) o["rtt_ms"] = json_rounded(*p.rtt_ms, 3);
         return o;
     };
     j["pairs"] = Json::array();

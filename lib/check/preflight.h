@@ -78,6 +78,11 @@ struct PairResult {
     // kernel without schedstat, an earlier build). A pair slowed by the
     // scheduler shows it here; one slowed by its link does not.
     std::optional<double> cpu_wait;
+    // What TCP saw of the pair's path (the larger of its sides'): segments
+    // sent again and the smoothed round trip in ms; none when a side did not
+    // say. A throttled or lossy link shows here; the scheduler does not.
+    std::optional<uint32_t> retrans;
+    std::optional<double> rtt_ms;
 };
 
 // A pair test between two GPUs of one node (NVLink or PCIe between them).

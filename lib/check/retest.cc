@@ -193,7 +193,7 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
                 out.push_back(v);
                 continue;
             }
-            if (auto d = shared_machine_slowness(s, pairs, {}, threshold, machines, hosts)) {
+            if (auto d = shared_machine_slowness(s, pairs, {}, machines, hosts)) {
                 v.text = *d;
                 out.push_back(v);
                 continue;
@@ -223,7 +223,7 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
             if (auto d = disturbed_slowness(s, pairs, retests, floor, hosts)) {
                 v.disturbed = true;
                 v.text = *d;
-            } else if (auto m = shared_machine_slowness(s, pairs, retests, threshold, machines, hosts)) {
+            } else if (auto m = shared_machine_slowness(s, pairs, retests, machines, hosts)) {
                 v.text = "its first pairs looked slow (" + plan.why[i] + ") and so did its retests (" +
                          and_list(ran) + "), but " + *m;
             } else {
@@ -317,7 +317,7 @@ std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<Pair
 }
 
 std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector<PairResult>& pairs,
-                                                   const std::vector<PairResult>& retests, double threshold,
+                                                   const std::vector<PairResult>& retests,
                                                    const std::vector<std::string>& machines,
                                                    const std::vector<std::string>& hosts) {
     if (x >= machines.size() || machines[x].empty()) return std::nullopt;
@@ -325,40 +325,31 @@ std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector
     for (uint32_t i = 0; i < machines.size(); ++i)
         if (i != x && machines[i] == machines[x]) mates.push_back(host_of(hosts, i));
     if (mates.empty()) return std::nullopt;
-    std::size_t ran = 0, unsaid = 0, explained = 0;
-    double most = 0, best = 0;
+    std::size_t ran = 0, unsaid = 0, shown = 0;
+    double waited = -1;
     auto weigh = [&](const PairResult& p) {
         if (!p.error.empty()) return;
         ++ran;
-        best = std::max(best, p.busbw_gbps);
-        if (!p.cpu_wait) {
-            ++unsaid;
-            return;
-        }
-        most = std::max(most, *p.cpu_wait);
-        // As fast as it would have run had no side waited, with the margin.
-        const double unwaited = *p.cpu_wait < 1 ? p.busbw_gbps / (1 - *p.cpu_wait) : 1e300;
-        if (unwaited * kSharedMargin >= threshold) ++explained;
+        if (p.cpu_wait) waited = std::max(waited, *p.cpu_wait);
+        if (!p.retrans || !p.rtt_ms) ++unsaid;
+        else if (*p.retrans > 0 || *p.rtt_ms >= kLinkRttMs) ++shown;
     };
     for (const auto& p : pairs)
         if (involves(p, x)) weigh(p);
     for (const auto& t : retests)
         if (t.a == x) weigh(t);
-    if (ran == 0 || (unsaid == 0 && explained == 0)) return std::nullopt;  // slower than any scheduler makes it
+    if (ran == 0 || (unsaid == 0 && 2 * shown > ran)) return std::nullopt;  // its link's own evidence
     const std::string tests = std::to_string(ran) + " pair test" + (ran == 1 ? "" : "s");
     std::string why;
-    if (explained)
-        why = "in " + std::to_string(explained) + " of its " + tests +
-              " it is within what the machine's scheduler makes of a node (its best " + gbps(best) +
-              " GB/s; a node of a shared machine is named below " + gbps(threshold / kSharedMargin) +
-              " GB/s once its sides' waits for a CPU, up to " + num(100 * most, 0) + " % of the time here, are "
-              "taken out)";
     if (unsaid)
-        why += (why.empty() ? "" : ", and ") + std::string("a side did not say how long it waited for a CPU in ") +
-               std::to_string(unsaid) + " of its " + tests;
+        why = "a side did not say what TCP saw of the path in " + std::to_string(unsaid) + " of its " + tests;
+    else
+        why = std::to_string(ran - shown) + " of its " + tests + " show nothing of its link (no retransmission, " +
+              "round trips under " + num(kLinkRttMs, 0) + " ms)";
+    if (waited >= 0) why += ", a side waiting for a CPU up to " + num(100 * waited, 0) + " % of the time";
     return "it shares one machine (the same boot id) with " + and_list(mates) + ", and " + why +
-           ": nodes of one machine share its CPUs, and a difference between them that small is its scheduler's, "
-           "not a node's; not judged (to judge its link, check it with nodes of other machines)";
+           ": nodes of one machine share its CPUs, and a difference between them that its link does not show is its "
+           "scheduler's, not a node's; not judged (to judge it, check it with nodes of other machines)";
 }
 
 std::string data_port_strangers(const std::vector<PairResult>& pairs, const std::vector<PairResult>& retests) {

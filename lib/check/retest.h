@@ -109,27 +109,29 @@ std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<Pair
 // scheduler's: a throttled link makes both sides of its pairs sleep, a
 // starved process waits, runnable, for a CPU (PairResult.cpu_wait).
 //
+// The scheduler's part cannot be measured away: two communicating
+// processes put on one CPU, each waiting half the time, ran a pair 14
+// times slower than the control beside them. The node's own evidence is
+// its link's, as TCP saw it (PairResult.retrans, .rtt_ms): a throttled or
+// lossy link queues and drops, so its pairs carry retransmissions or long
+// round trips, while the kernel acknowledges for a process the scheduler
+// holds back, keeping the round trip short and nothing lost.
+//
 // So a slow node that shares its machine with another node of the step is
-// named only where its pairs are slower than the scheduler can make them:
-// a side that waited, runnable, for a CPU a share w of a pair's time made
-// it at most 1 / (1 - w) slower, and beyond that noise of one machine
-// (factors of 2 to 3 between healthy nodes under a busy scheduler) it must
-// still fall below the threshold kSharedMargin times over. Every pair and
-// retest of the node that ran must: a throttled link (both sides sleep,
-// pairs 100 times slower) is named, a starved process is not. A pair whose
-// sides did not say how long they waited (an earlier build) clears
-// nothing. Else the node is not judged, and a note says why. This is the
-// CPU path's rule (judge() gives the machines only there): on GPUs, NCCL
-// and the node's own devices and links carry the pairs.
-constexpr double kSharedMargin = 2;
+// named only when most of its pairs and retests that ran show its link
+// (a retransmission, or a round trip of kLinkRttMs or more) and every one
+// said what TCP saw; else it is not judged, and a note says why (with the
+// longest its sides waited, runnable, for a CPU: PairResult.cpu_wait).
+// This is the CPU path's rule (judge() gives the machines only there): on
+// GPUs, NCCL and the node's own devices and links carry the pairs.
+constexpr double kLinkRttMs = 10;
 
 // The note for slow node x (without its host) when it shares its machine
-// with another node and its pairs or retests (.a == x) are not slower than
-// the scheduler explains (see above), judged against `threshold` (GB/s:
-// --min-busbw, or half what healthy nodes ran at); none otherwise.
-// `machines`: each node's boot id ("" unknown).
+// with another node and its pairs and retests (.a == x) do not show its
+// link (see above); none otherwise. `machines`: each node's boot id (""
+// unknown).
 std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector<PairResult>& pairs,
-                                                   const std::vector<PairResult>& retests, double threshold,
+                                                   const std::vector<PairResult>& retests,
                                                    const std::vector<std::string>& machines,
                                                    const std::vector<std::string>& hosts);
 

@@ -38,7 +38,7 @@ declare -A pass blamed other unjudged times
 for i in $(seq 1 "$runs"); do
   for b in $builds; do
     name=${b%%=*} pf=${b#*=}/helper/mn-preflight
-    port=$((31000 + (i % 2000) * 3))
+    port=$((24000 + (i % 1000) * 3))  # below the ephemeral ports (32768-): no collision with a connection's own
     secret=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
     pids=()
     t0=$(date +%s.%N)

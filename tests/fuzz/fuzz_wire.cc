@@ -340,7 +340,9 @@ void built_messages(const std::string& bytes) {
     round_trip(ready_from(s), "Ready");
     round_trip(result_from(s), "Result");
     round_trip(msg::PairReport{s.text(), s.real(), s.text(), static_cast<uint32_t>(s.bits(32)), s.text(),
-                               s.flag() ? std::optional<double>(s.byte() / 255.0) : std::nullopt},
+                               s.flag() ? std::optional<double>(s.byte() / 255.0) : std::nullopt,
+                               s.flag() ? std::optional<uint32_t>(static_cast<uint32_t>(s.bits(32))) : std::nullopt,
+                               s.flag() ? std::optional<double>(s.bits(16) / 8.0) : std::nullopt},
                "PairReport");
     round_trip(msg::GpuRetest{s.rows<int>([&] { return static_cast<int>(s.bits(32)); })}, "GpuRetest");
     round_trip(msg::GpuRetestReport{s.rows<double>([&] { return s.real(); }), s.text()}, "GpuRetestReport");
