@@ -331,8 +331,8 @@ std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector
         if (!p.error.empty()) return;
         ++ran;
         if (p.cpu_wait) waited = std::max(waited, *p.cpu_wait);
-        if (!p.retrans || !p.rtt_ms) ++unsaid;
-        else if (*p.retrans > 0 || *p.rtt_ms >= kLinkRttMs) ++shown;
+        if (!p.rtt_ms) ++unsaid;
+        else if (*p.rtt_ms >= kLinkRttMs) ++shown;
     };
     for (const auto& p : pairs)
         if (involves(p, x)) weigh(p);
@@ -344,8 +344,8 @@ std::optional<std::string> shared_machine_slowness(uint32_t x, const std::vector
     if (unsaid)
         why = "a side did not say what TCP saw of the path in " + std::to_string(unsaid) + " of its " + tests;
     else
-        why = std::to_string(ran - shown) + " of its " + tests + " show nothing of its link (no retransmission, " +
-              "round trips under " + num(kLinkRttMs, 0) + " ms)";
+        why = std::to_string(ran - shown) + " of its " + tests + " show nothing of its link (round trips under " +
+              num(kLinkRttMs, 0) + " ms: no queue)";
     if (waited >= 0) why += ", a side waiting for a CPU up to " + num(100 * waited, 0) + " % of the time";
     return "it shares one machine (the same boot id) with " + and_list(mates) + ", and " + why +
            ": nodes of one machine share its CPUs, and a difference between them that its link does not show is its "
