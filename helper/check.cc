@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's check, phase by phase (helper/check/*.cc: rendezvous,
 // readiness, collective, pairs, verdict; helper/check/step.h holds the
 // state they share and each phase's budget), and the prolog check.

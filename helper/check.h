@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's collective check across the ranks of a step, and its
 // single-node prolog check.
 #pragma once

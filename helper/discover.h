@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `mn-preflight discover`: this node's RDMA ports, the choice and the
 // variables the plugin would set, as text or JSON.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's GPU path. CUDA (the driver's libcuda.so.1), NCCL
 // (libnccl.so.2) and NVML (libnvidia-ml.so.1) are loaded at run time, so
 // one build serves GPU and CPU-only nodes and follows whatever NCCL the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight check --exec: the check as the first thing each task of a
 // training step does (srun --mn-preflight puts it in front of the task's
 // command), then, on PASS, the user's program in the same process.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight: the srun-side helper of mn-nccl. Exit codes: 0 pass,
 // 1 check failed, 2 usage or configuration error, 3 time-out.
 #include <unistd.h>

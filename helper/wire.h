@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's TCP plumbing: listening, connecting and framed messages,
 // every call bounded by a deadline so that nothing can hang.
 #pragma once

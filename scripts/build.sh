@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Configures (once) and builds mn-nccl in the source tree, for the tests and
 # the demo: with mn-preflight's test hooks (configure --enable-test-hooks),
 # which the packages never have.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs, from Debian 12's packages, everything mn-nccl needs to build,
 # to run the local multi-node Slurm and to run its tests. Idempotent.
 #   scripts/install-deps.sh [--here]   --here: without the RPM and fuzzing tools

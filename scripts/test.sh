@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every test: CMocka unit tests (make check), then the integration
 # tests on a real local multi-node Slurm of this machine's Debian release,
 # then the same suite on the other supported releases, each in a Debian root

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --mn-nccl-emulate-nodes and Slurm's own variables: the emulated view written
 // into each task (slurmstepd), and the real one put back for srun, sbatch
 // and salloc started inside an emulated step (their own process).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Entry points: SPANK_PLUGIN and the hooks. Each hook hands its context to
 // srun.cc (srun, sbatch, salloc) or slurmstepd.cc, and no exception crosses
 // a hook: what escapes becomes an error where the user sees it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The option table. Callbacks run in srun at parse time (remote == 0), where
 // a bad value must fail srun before launch, and again in slurmstepd
 // (remote == 1, possibly twice), where failing would silently run no task.

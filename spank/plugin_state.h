@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The state one process keeps between hooks: srun (local), sbatch/salloc
 // (allocator) or slurmstepd (remote). One struct, no other mutable globals.
 #pragma once

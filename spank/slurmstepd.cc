@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Remote context (slurmstepd): plan once per node and step in user_init,
 // then give each task its environment in task_init. Errors found before
 // task_init are kept and reported there: failing remote init or user_init

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // spank.h for C++. spank.h declares the slurm_spank_* hooks outside its own
 // extern "C", so they are defined extern "C" in spank/mn_nccl.cc; and
 // SPANK_PLUGIN's const arrays (plugin_name, plugin_type, plugin_version)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Local (srun) and allocator (sbatch, salloc) context: refuse bad input
 // before anything is launched. A failing init_post_opt stops srun only
 // for a `required` plugstack line; with an `optional` one srun goes on,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase 3, the collective: an all-reduce across every rank with its result
 // checked (NCCL on GPUs, a ring over TCP on CPUs). Bounded by size and by
 // time: the timed loop stops, on every rank at once, after the budget

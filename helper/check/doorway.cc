@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "helper/check/doorway.h"
 
 #include <poll.h>

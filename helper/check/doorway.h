@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who may come in. Every connection of the check (a rank to rank 0, a rank
 // to a standby, a data connection between two ranks) opens with the same
 // handshake, in which each side proves the step secret to the other:

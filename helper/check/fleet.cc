@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every node alike, and remembered (lib/check/fingerprint, history,
 // metrics): each rank's node fingerprint, read on a thread from launch and
 // sent with its readiness; rank 0's comparison once every rank is ready

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Heartbeats between rank 0 and every other rank, from threads of their
 // own (step.h says why beat_period and kSilence are what they are): rank 0's Hub
 // and a rank's Inbox. Neither waits on the phases' threads, so a rank busy

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The messages between the ranks of mn-preflight's check: one struct per
 // message. messages.cc lists each struct's fields once (nlohmann-json's
 // struct mapping); a message travels as CBOR, {"Hello": {"rank": 1, ...}},

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's leader (step.h says when and why): its door for the node's
 // other ranks, and their way in. The relaying itself is the control
 // thread's (liveness.cc: the leader's Inbox).

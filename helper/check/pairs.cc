@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase 4, pair tests, which name a culprit. Between nodes: rounds of
 // disjoint node pairs (every pair up to 16 nodes, ring neighbours above).
 // Inside nodes with several GPUs: rounds of disjoint GPU pairs, so a slow

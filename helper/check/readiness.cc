@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase 2, readiness: every rank opens its GPUs (or allocates its CPU
 // buffer), checks the buffers the all-reduce will use and tells rank 0. On
 // the first failure rank 0 stops every rank and the verdict names that node

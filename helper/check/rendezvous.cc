@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase 1, rendezvous: every rank finds what it brings (fabric, GPUs, a
 // data port), connects to rank 0 at MASTER_ADDR:MASTER_PORT and proves it
 // holds the step's secret. Budget: half of --timeout.

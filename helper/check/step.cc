@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "helper/check/step.h"
 
 #include "build_config.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's state through mn-preflight's check, and each phase's time
 // budget. The phases, in order, each in a file of its own:
 //   rendezvous.cc  every rank connects to rank 0 and proves the step secret

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rank 0 lost (its process ended, it stopped answering, or it sent what
 // does not decode): the check still ends within seconds, with a verdict.
 // Every other rank reports to the standbys of rank 0's roster (ranks 1 to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Phase 5, the verdict: blame by evidence (lib/blame: the ranks that found
 // a fault, else those that never reported; the others only waited on
 // them), the table or JSON, and every rank told done or stop. Budget: the

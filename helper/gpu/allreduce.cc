@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // run_allreduce() as named steps: open lanes -> init communicators ->
 // checked all-reduce -> warm-up and timed loops -> pair rounds, then the
 // communicators released. Each step reads what the step before made and

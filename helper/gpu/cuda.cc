@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "helper/gpu/cuda.h"
 
 #include <dlfcn.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA's driver API as mn-preflight uses it: libcuda.so.1's calls, dlsym'd
 // into a table. Internal to helper/gpu/: CUDA's types stay in this room.
 #pragma once

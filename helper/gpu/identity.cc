@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What this node runs, for the fingerprint (lib/check/fingerprint): the
 // NCCL a check would load and the file it comes from, the CUDA driver, the
 // GPUs' model. Each part is loaded on its own, so a node without CUDA still

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lane: one GPU of this process, opened for the check (context, stream,
 // timing events, the all-reduce's buffer and the vote's floats). prepare()
 // opens them in readiness; run_allreduce() takes them over. Internal to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA and NCCL, loaded together on first use: the GPU path needs both, and
 // a node with neither is a CPU node. Internal to helper/gpu/.
 #pragma once

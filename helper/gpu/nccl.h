@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL as mn-preflight uses it: libnccl.so.2 (or MN_PREFLIGHT_LIBNCCL) loaded
 // at run time, its calls in a table, its log read back for the reason of
 // an error and the transports, and every live communicator tracked so that

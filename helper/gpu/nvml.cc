@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVML (libnvidia-ml.so.1, loaded on first use) and its readings of each
 // GPU for health(); absent on CPU nodes and in containers without the
 // driver's user libraries. NVML's types stay in this file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The waits of the all-reduce: each polls (a stuck collective never blocks
 // a thread), gives up at a deadline and stops at abort_nccl(). Internal to
 // helper/gpu/.

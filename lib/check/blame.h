@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who is to blame when a step's check fails: plain rules over what each
 // rank said (or did not say) to rank 0, so that a node is named only on
 // evidence found there and the nodes that merely waited for it are not.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's options, written once: each option's name, value kind and
 // limits, default, help and the subcommands that read it. mn-preflight's
 // argv (--timeout 30, parsed by getopt_long from this table), the plugin's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which Slurm nodes a failed pre-flight check says to leave out, read back
 // from the verdict mn-preflight printed (its table or its --json object), so
 // that `sbatch --exclude=$(cat FILE)` can act on it.

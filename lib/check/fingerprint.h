@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every node alike: the software and GPUs each node of a step runs with
 // (its fingerprint), sent to rank 0 as one line, and compared there as the
 // fabric is (inconsistent_nodes): the majority value of each field, then

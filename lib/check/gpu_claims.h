@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU each rank opens, as the program would (issue 19): in task mode
 // torch.cuda.set_device(LOCAL_RANK) takes CUDA's device LOCAL_RANK, so the
 // check opens that one too, never LOCAL_RANK modulo the GPUs it sees (which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU health as DCGM diag and NHC judge it, apart from NVML: what NVML
 // said about each GPU (helper/gpu/nvml.cc reads it) -> findings, each fail or
 // warn, naming the GPU, the node and the fix. mn-preflight(1) says why

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verdicts remembered: one JSON line per node per check, appended to
 // DIR/NODE.jsonl, and read back as a summary per node (checks, failures by
 // kind, the last failure, the nodes to drain). The line's format and its

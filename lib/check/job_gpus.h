@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which GPUs a node check may touch (issue 36). In a Slurm Prolog only the
 // job's: slurmd gives them as SLURM_JOB_GPUS (Slurm's GPU indices, the
 // order of gres.conf's File= lines, NVML's PCI bus order with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's last check for Prometheus: the text exposition format 0.0.4,
 // written for node_exporter's textfile collector as
 // DIR/mn_preflight_NODE.prom (atomically: a temporary file in DIR, fsync,

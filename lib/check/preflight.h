@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's judgement, apart from its sockets, CUDA and NCCL: the
 // figures as nccl-tests computes them, the pair schedule for finding a bad
 // node, fabric consistency, the verdict and its table and JSON.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // srun --mn-preflight[=OPTIONS] (or MN_NCCL_PREFLIGHT=OPTIONS): the check a
 // step runs in each task before the user's program, and what it leaves for
 // a batch script when it fails. Plain values, parsed once in srun (where a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blame on confirmed evidence: the first pair rounds only make suspects.
 // A node whose every pair looked slow is retested, within the same check,
 // against partners this run has proven fast, and named only if those

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lib/fabric/fabric.h"
 
 #include "lib/util/bounded_file.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // RDMA fabric discovery and NCCL's network choice: which HCA ports go into
 // NCCL_IB_HCA, which RoCE GID index, AWS EFA (through NCCL's aws-ofi-nccl
 // net plugin), Google Cloud's GPUDirect-TCPX/TCPXO (gVNIC NICs, through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU to HCA locality: for each GPU of a node, the nearest HCA and how near.
 // The model is plain data (filled from hwloc by topology.cc, or by tests), so
 // the rules run without hwloc.

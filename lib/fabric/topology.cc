@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lib/fabric/topology.h"
 
 #include "build_config.h"  // the build's HAVE_HWLOC

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads the node's PCI topology (GPUs, HCAs, the bridges above them, NUMA
 // and socket) through hwloc. Loading a topology costs milliseconds, so
 // callers load it only when they need locality, once per node and step.

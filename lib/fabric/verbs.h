@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The RDMA ports as libibverbs sees them: what NCCL itself will open. Used
 // with sysfs on real nodes (never under a fixture root): a port that sysfs
 // lists but verbs cannot open has no working provider, and NCCL would fail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The user's choices (--mn-nccl and friends) and the site's plugstack.conf
 // arguments, parsed once into plain values.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The step's program in a container: pyxis/enroot (srun --container-image)
 // and Apptainer or Singularity (srun ... apptainer exec IMAGE cmd). Each
 // brings environment variables of its own that would replace the plugin's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Under --mn-emulate-nodes=K: Slurm's own variables as a task would see them
 // on a real cluster whose nodes are the emulated ones, so that frameworks
 // that read Slurm (Lightning's SLURMEnvironment, submitit) agree with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which GPU each task of a step uses, whatever way Slurm handed the GPUs out
 // (--gres=gpu:N, --gpus-per-node, --gpus-per-task, --gpu-bind, device
 // cgroups), and the CUDA_VISIBLE_DEVICES that makes the usual

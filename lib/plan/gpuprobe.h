@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the node itself says about its GPUs and files, for lib/plan's rules:
 // which GPU device files a task may open, the GPUs' PCI bus ids, and small
 // text files (a launcher's config). Read only; nothing is opened for real.

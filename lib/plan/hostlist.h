@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Slurm host lists: "node[01-04],gpu-a[1,3-5]-ib,login1".
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Recognises a per-node launcher (torchrun, accelerate launch, deepspeed) in
 // a step's command line, so that one started once per task, the classic
 // wrong count, is refused, and so is one started once per node that would

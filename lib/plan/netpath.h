@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which address other nodes reach node 0 by (MASTER_ADDR), and which local
 // interface carries the route to it (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME).
 // The choice is a pure function of facts; netprobe.h gathers the facts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reads this node's network facts from the kernel and the resolver. No
 // packet is sent: routes are asked of the kernel with an unconnected
 // datagram socket's connect().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What Slurm says about a step, and the per-task distributed environment
 // derived from it. Plain values only: the SPANK glue fills StepFacts.
 #pragma once

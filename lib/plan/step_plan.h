@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // StepPlan: everything one node decides once per step (launch mode, master
 // address and port, socket interface), and the environment each task of the
 // step gets from it.

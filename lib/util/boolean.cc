@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "lib/util/boolean.h"
 
 #include "lib/util/text.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one reading of a boolean setting, wherever it is written: the
 // environment (MN_NCCL_EXPLAIN=yes), plugstack.conf (force=on), or an
 // option's whole value (--mn-nccl-preflight=off). One set of words

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reading a file that someone else may have put there (a sysfs tree the
 // user names, a history directory others can write, /proc): a FIFO must not
 // hang the reader, a link to /dev/zero must not exhaust its memory, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The step secret's cryptography, from OpenSSL's libcrypto (on every Slurm
 // node; Slurm's own auth plugins and munge use it): HMAC-SHA-256, random
 // bytes from the kernel's generator, and comparison in constant time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every JSON mn-nccl writes or reads is built, dumped and parsed by
 // nlohmann-json; this header says how the project's texts and numbers go
 // into it, and how a document becomes one line of output.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machine a process runs on, as the kernel tells it: which boot of which
 // machine (nodes in network namespaces or containers of one host share it),
 // and how long a thread waited for a CPU. Plain reads of /proc, parsed here

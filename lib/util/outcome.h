@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors are values: an Outcome holds either a result or a message that says
 // what is wrong and how to fix it. The SPANK glue adds the plugin and node.
 #pragma once

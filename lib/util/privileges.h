@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A child that reads what a user gave (hwloc parsing a topology.xml from
 // the user's MN_NCCL_SYSFS_ROOT) may be forked from slurmstepd, which runs
 // the plugin as root with its privileges dropped only for a while: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing a file where others may write too (a prolog's --reason-file in
 // /run or /tmp, an exclude file in a shared directory, node_exporter's
 // textfile directory): the text goes to a new file of our own and is then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One dlsym'd call, typed: the loaders of the libraries used where present
 // (CUDA, NCCL, NVML in mn-preflight; hwloc and libibverbs in both) take each
 // call's type from its declaration (the library's header or our fallback).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Small helpers shared by the reports (discover, mn-preflight), the parsers
 // of comma lists (CUDA_VISIBLE_DEVICES, options) and every log line that
 // names its host.

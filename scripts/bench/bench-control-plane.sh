@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What mn-preflight's control plane costs as the step grows (issue 20,
 # item 3; doc/scale.md models it): on the local cluster, healthy checks
 # (CPU path) at 3, 8, 16 and 32 nodes x 1 task and 32 nodes x 8 tasks,

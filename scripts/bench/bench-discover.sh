@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Fabric discovery (sysfs read + choice, then with hwloc locality) per node
 # and step, on the DGX H100-like fixture (10 HCAs, 8 GPUs in hwloc XML) and
 # on this machine's /sys. Goal: discovery under 5 ms; hwloc's cost is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # No healthy node blamed under noise (issue 18): on the local cluster of
 # NODES nodes, R healthy checks and R checks with the last node's link at
 # MBIT (tc tbf both ways), with 1 and then 8 tasks per node; optionally

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What --mn-preflight adds to a healthy step: times
 #   srun -N3 -n6 --mn-nccl=auto true                      (the step alone)
 #   srun -N3 -n6 --mn-nccl=auto --mn-preflight[=OPTS] true (check, then exec)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What the plugin adds to a step's launch: times `srun -N3 -n12 true` with and
 # without --mn-nccl=auto, interleaved (so drift hits both alike), on the
 # running local cluster, and prints the medians and their ratio.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Rank 0's control plane at scale on this machine, side by side:
 # tests/bench/mn-rank-sim (N ranks played in one process against a real
 # rank 0, doc/scale.md) for each build, interleaved round by round, healthy

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Healthy nodes that share one machine are never blamed (issue 41): the
 # case as found, three ranks started by hand on 127.0.0.1 as three nodes
 # (the variables srun and the plugin give them: SLURM_PROCID/NTASKS/NODEID/

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One slow node among many (CPU path): how long mn-preflight takes to name
 # it, beside the same check with every node healthy, in one run.
 #

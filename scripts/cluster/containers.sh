@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The container rig of tests/integration/test_containers.sh: NVIDIA's pyxis
 # (the SPANK plugin behind srun --container-image) and enroot (the runtime
 # it drives), built from their upstream sources in ../shared/vendor as a

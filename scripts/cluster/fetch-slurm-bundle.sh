@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Unpacks a Debian release's Slurm and munge into .device/, for GPU machines
 # that have no Slurm and no package registry (the device tool carries the
 # folder; scripts/cluster/gpu-cluster.sh and scripts/gpu/gpu-proof.sh use it).

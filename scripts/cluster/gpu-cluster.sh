@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A real Slurm on a GPU machine without Slurm (the device tool's machines):
 # Debian 12's Slurm from .device/slurm (scripts/cluster/fetch-slurm-bundle.sh), the
 # plugin from this tree, slurmd per emulated node on loopback ports.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A real multi-node Slurm on one machine: slurmctld plus one slurmd per node,
 # each node in its own network namespace (own hostname, eth0, routes) joined
 # to a bridge. Every node also carries the traps of real clusters: its own

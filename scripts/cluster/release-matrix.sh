@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the whole suite (scripts/test.sh --here: install that release's own
 # Debian packages, build, CMocka, the local multi-node Slurm) inside a minimal
 # Debian root per release, made with debootstrap from Debian's packages:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the scripts that drive scripts/cluster/gpu-cluster.sh's Slurm
 # on a GPU machine: the unpacked Debian Slurm of .device/slurm (or
 # MN_SLURM_BUNDLE, e.g. .device/slurm-trixie; scripts/cluster/fetch-slurm-bundle.sh)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by local-cluster.sh and gpu-cluster.sh: the slurm.conf lines both
 # clusters share (root daemons, munge on our own socket, no accounting, no
 # cgroups unless asked, GPUs as gres), with every file under DIR.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds Slurm from an upstream source archive (a release Debian does not
 # package: 23.11, Ubuntu 24.04 LTS's) and installs it where Debian's
 # packages would put the commands and headers, so the local cluster and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # mn-preflight's all-reduce busbw beside nccl-tests' all_reduce_perf and
 # torch.distributed's all_reduce, on one machine, every GPU a rank (the
 # device tool's machines). Once, here, a source copy of nccl-tests:

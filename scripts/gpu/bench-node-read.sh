@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a node's first task reads of its software and GPUs (the fingerprint:
 # driver, NCCL's version and plugin, the GPUs, verbs providers), timed as
 # N nodes emulated on one machine pay it: N `mn-preflight discover` started

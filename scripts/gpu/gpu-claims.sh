@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On a device-tool GPU machine: mn-preflight opens, in each rank, the GPU
 # the program would (task mode: CUDA's device LOCAL_RANK) and names a rank
 # whose GPU is unreachable or shared (issue 19), under the real Slurm of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What a container image must bring for mn-preflight, on real GPUs (issue 26):
 #  - GPUs and no usable NCCL on one node: the check FAILs naming that node
 #    (never a PASS timed over TCP alone); with --cpu it PASSes and says it

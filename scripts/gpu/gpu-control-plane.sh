@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On a device-tool GPU machine (16 cores): the control plane's benchmark
 # (scripts/bench/bench-control-plane.sh) on scripts/cluster/gpu-cluster.sh's
 # Slurm with 32 nodes without GPUs on loopback, CPU path, so that 256 ranks

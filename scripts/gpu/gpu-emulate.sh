@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # --mn-emulate-nodes with a Slurm-aware framework on real GPUs (device tool):
 #   run: bash scripts/gpu/gpu-emulate.sh   carry: .device spank/.libs
 # (nvidia-h200-x2 for K=2 on 2 GPUs; nvidia-h200-x4 adds K=4 on 4 GPUs and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the GPU scripts that run on scripts/cluster/gpu-cluster.sh's
 # Slurm (gpu-silent, gpu-claims, gpu-fleet): the device bundle's Slurm on
 # the path, SLURM_CONF, PF (this build's mn-preflight), torch's NCCL as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On a device-tool GPU machine: the fingerprint on real NCCL, driver and
 # GPUs (issue 21), under the real Slurm of scripts/cluster/gpu-cluster.sh:
 #   discover   each node's software line (what the hello carries)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Another process on the GPU that CUDA_VISIBLE_DEVICES names, for the GPU
 proofs (gpu-proof.sh, gpu-readiness.sh): KIND "memory" holds all but 512 MiB
 of it, "compute" runs a matrix product loop. Prints one "HOG ..." line once

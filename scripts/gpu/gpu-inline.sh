@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # srun --mn-preflight on a GPU machine, under the Slurm 24.11 bundle (the
 # release with spank_prepend_task_argv): the inline check on the GPU path,
 # then PyTorch's NCCL all-reduce in the same step; the time the option adds

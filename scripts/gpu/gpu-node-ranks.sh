@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One task per node on real GPUs, with nothing but --mn-nccl=auto (issue 30):
 # a plain PyTorch NCCL program gets its RANK/WORLD_SIZE; a wrapper that
 # starts torchrun still gets node mode's PET_* (torchrun gives its workers

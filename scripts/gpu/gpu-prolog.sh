@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The prolog (scripts/slurm/mn-nccl-prolog, issue 36) as slurm.conf's Prolog
 # on a 2-GPU device-tool machine (scripts/cluster/gpu-cluster.sh's Slurm;
 # node "big" holds both GPUs):

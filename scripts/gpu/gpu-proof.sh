@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The proof on real GPUs, run on a device-tool machine (1 to 4 GPUs):
 #   run: bash scripts/gpu/gpu-proof.sh   carry: .device spank/.libs helper/mn-preflight
 # Starts a real Slurm there (scripts/cluster/gpu-cluster.sh: n0 and n1 with half of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Readiness and a busy GPU, before and after side by side, on a device-tool
 # machine of 2 GPUs or more (scripts/cluster/gpu-cluster.sh's Slurm):
 #   run: MN_PREFLIGHT_BASE=PATH bash scripts/gpu/gpu-readiness.sh [ROUNDS]

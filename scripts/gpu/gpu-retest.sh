@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Retests on the GPU path (issue 18), on a device-tool machine (1 GPU or more):
 #   run: bash scripts/gpu/gpu-retest.sh [RUNS]   carry: .device spank/.libs helper/mn-preflight
 # Four emulated GPU nodes on the node "big" (srun -N1 -n4 --mn-emulate-nodes=4,

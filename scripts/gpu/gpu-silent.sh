@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On a device-tool GPU machine: no rank silent for long on the GPU path
 # (issue 18), and the set_device(LOCAL_RANK) recipe with --gpus-per-task
 # (issue 19), under the real Slurm of scripts/cluster/gpu-cluster.sh.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Smoke test of the Slurm 24.11 bundle on a GPU machine (device tool):
 #   run: bash scripts/gpu/gpu-smoke-trixie.sh   carry: .device/slurm-trixie .device/build-trixie
 set -uo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GCC 12's ASan runtime does not hold its allocator's locks across fork():
 # a thread of a multi-threaded process (slurmstepd forking a task) that
 # allocates at the moment of the fork leaves the child a lock nobody will

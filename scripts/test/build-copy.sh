@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds a copy of the working tree in DIR with its own configure options
 # (the sanitizer and fuzz builds): autotools refuse a second build beside an
 # in-tree one, and the copy keeps the integration tests' paths ($TOP/helper,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the previous release's mn-preflight from this clone's history, for
 # tests/integration/test_upgrade.sh (a rolling upgrade: the two releases
 # check together). scripts/test/previous-release names it: "VERSION COMMIT".

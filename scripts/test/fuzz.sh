@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the libFuzzer targets of tests/fuzz (a clang build in build-fuzz/).
 #
 #   scripts/test/fuzz.sh                 CI: each target for MN_FUZZ_SECONDS (30) from

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Compiles lib/fabric/topology.cc against both hwloc APIs it guards for:
 # the hwloc 2 headers of this machine (pkg-config hwloc) and hwloc 3's
 # (the master branch of open-mpi/hwloc, unreleased: an OS device's one type

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Proves the packages of this machine's Debian release:
 #   - builds the .deb (dpkg-buildpackage -b in a copy of the tree), checks
 #     its files and its Depends on the Slurm series it was built against;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every test under AddressSanitizer and UBSan: an out-of-tree build of the
 # working tree in build-asan/ (./configure --enable-sanitizers, gcc), then
 #   1. make check there: the CMocka tests and the fuzz targets' corpora

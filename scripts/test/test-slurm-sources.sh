@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the plugin against the spank.h of Slurm releases Debian does not
 # package, from their upstream source archives (../shared/vendor, or the
 # files given): warning-free, exporting only slurm_spank_* and plugin_*,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real training client: a gloo all-reduce with nothing but the environment
 that mn_nccl set (env:// rendezvous). Prints one line per rank:
   ALLREDUCE rank=R world=W local_rank=L node_rank=N host=H sum=S expected=E ok=1 \

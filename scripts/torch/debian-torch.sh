@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the demo and the integration tests: the workarounds the clients
 # need for bugs of Debian's own torch builds. The plugin sets none of these;
 # they are the user's business, as on any cluster with these builds.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The usual recipe on real GPUs: torch.cuda.set_device(LOCAL_RANK) and an
 NCCL all-reduce, with nothing but the environment mn_nccl set. For each rank
 it checks that the GPU LOCAL_RANK selects is the one CUDA_VISIBLE_DEVICES

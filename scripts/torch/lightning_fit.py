@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A Lightning DDP fit as a user would write it, for --mn-emulate-nodes on GPUs.
 
   srun -N1 -n2 --gres=gpu:2 --mn-nccl=auto --mn-emulate-nodes=2 \

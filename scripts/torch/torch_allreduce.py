@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch's own all-reduce with NCCL, for the side-by-side benchmark with
 mn-preflight (scripts/gpu/gpu-proof.sh): same GPUs, same size, same count of
 warm-up and timed iterations, in-place, timed as one loop. Rank 0 prints

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fabric discovery cost per node and step, side by side in one run:
 //   1. discover_ports + choose_fabric (what every step pays),
 //   2. the same plus hwloc's topology load and the GPU to HCA locality

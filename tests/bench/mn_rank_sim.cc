@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-rank-sim: rank 0's control plane at scale beyond one host's processes
 // (issue 29, item 2; doc/scale.md). Starts a real rank 0 (mn-preflight,
 // CPU path, the step's variables set as the plugin sets them) and plays

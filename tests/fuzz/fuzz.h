@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the fuzz targets: a property that does not hold is a crash, so
 // libFuzzer keeps the input and the replay runs fail on it.
 #pragma once

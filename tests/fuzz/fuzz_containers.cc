@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The container inputs (lib/plan/containers): a --container-env list or
 // PYXIS_CONTAINER_ENV (the user's), a task's command line in front of an
 // apptainer/singularity image, and an enroot mounts.d file. The first

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's fingerprint as another rank sends it (decode_fingerprint), the
 // comparison over several of them (compare_fingerprints), and the parsers
 // of what a node reads about itself (parse_version, net_plugin_from_log).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake's acceptor side (helper/check/doorway's read_knock, what
 // every listening port of mn-preflight runs on a caller's bytes) and the
 // seal (helper/wire's Seal, take_frame).

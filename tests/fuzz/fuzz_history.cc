@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The history file (DIR/NODE.jsonl, outside input: any process that can
 // write the directory can put anything there) as `mn-preflight history`
 // reads it (parse_history_text, parse_history_line, summarise_records),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SLURM_STEP_NODELIST: Hostlist::parse. A list that parses expands to plain
 // names; those names, compressed again into ranges, expand to the same list.
 #include <cctype>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // hwloc XML (a fixture tree's topology.xml, lstopo --of xml) as
 // load_pci_topology reads it: garbled XML is a problem, not a crash; what
 // loads has GPUs named GPU0.. in bus id order, well-formed bus ids, host

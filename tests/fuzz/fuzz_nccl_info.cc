@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL's INFO log as mn-preflight reads it for the transport
 // (nccl_transports): each transport it returns is the kind/name after
 // " via " on a Channel line of the log, the list is sorted and distinct,

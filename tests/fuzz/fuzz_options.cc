@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin's option values and plugstack.conf arguments: --mn-nccl and
 // MN_NCCL (parse_mode), --mn-nccl-launch, --mn-emulate-nodes, port_range and
 // the other plugstack arguments (parse_site_config), MASTER_PORT, and the GPU

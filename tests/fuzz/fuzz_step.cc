@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin's whole path in slurmstepd from Slurm's and the user's strings:
 // SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE, --mn-emulate-nodes,
 // --mn-nccl-launch, MASTER_ADDR, MASTER_PORT, CUDA_VISIBLE_DEVICES and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fabric discovery on a generated sysfs tree: the input gives the contents
 // of each file of two HCA ports (state, phys_state, link_layer, rate, two
 // GID entries with their types and netdevs, the IPoIB/RoCE netdev and its

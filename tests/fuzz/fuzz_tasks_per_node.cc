@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SLURM_STEP_TASKS_PER_NODE ("2(x3),1"): parse_tasks_per_node and
 // check_facts. What parses compresses back to Slurm's form and parses to the
 // same counts; check_facts accepts facts built from it and names the bad one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's messages: a 4-byte big-endian length, then the body
 // (helper/wire), each message CBOR typed by helper/check/messages. The
 // input is what a peer sends on the socket: rank 0 reads it before it

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpora of tests/fuzz (real examples of each input), named
 seed-*, next to the finds that scripts/test/fuzz.sh --long merges in.
    tests/fuzz/make-seeds.py            (run from anywhere)"""

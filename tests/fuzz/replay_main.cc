@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs a fuzz target over files and directories of inputs, without
 // libFuzzer: how every build (gcc, the sanitizer build) replays the corpora.
 //   fuzz_TARGET [FILE|DIR]...   (default: $MN_FUZZ_CORPUS/TARGET, else the

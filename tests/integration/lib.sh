@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the integration tests: a real Slurm from scripts/cluster/local-cluster.sh.
 # Each check prints "ok - NAME" or "not ok - NAME" with what was seen.
 set -u

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Reads a task's Slurm variables the way Slurm-aware frameworks do, and
 checks them against the plugin's and against every other task's, over a
 real gloo all-reduce.

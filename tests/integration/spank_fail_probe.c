@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* A SPANK plugin that fails one hook on purpose, so the tests can record
  * what each Slurm release does with a failing required plugin (srun's exit
  * code, whether the tasks ran, whether the node is drained) and hold

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Another user on the cluster's network, against mn-preflight's ports (the
 hostile tests of tests/integration/test_hostile_inputs.sh and doc/security.md).
 It knows what any user knows (the step's MASTER_ADDR and MASTER_PORT, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # srun --mn-nccl=auto apptainer exec IMG ... with the real Apptainer (Debian
 # unstable's 1.4) on the local multi-node Slurm. The user adds nothing but
 # --mn-nccl=auto: the program in the container must get the plugin's values

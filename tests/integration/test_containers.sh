@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # srun --container-image with the real pyxis 0.24.0 and enroot 4.1.2
 # (scripts/cluster/containers.sh builds them from ../shared/vendor, with
 # enroot's extra 50-slurm-pytorch.sh hook as DGX-style sites have it, and a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # --mn-nccl-emulate-nodes=K (alias --mn-emulate-nodes, env MN_NCCL_EMULATE_NODES) on the local cluster: Slurm's own variables of the
 # emulated layout in every task (task and node mode), the real ones under
 # MN_REAL_*, a framework reading them as Lightning does over a real gloo

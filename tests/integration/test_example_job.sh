@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The README's main job, scripts/jobs/example-job.sbatch, through sbatch on
 # the local cluster with the plugstack line the package installs (what
 # scripts/demo.sh shows): mn-preflight first, then 6 ranks by srun and 6

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Every node alike, and remembered (issue 21), on the real local Slurm: one
 # node given another NCCL (a stub library of another release, through
 # MN_PREFLIGHT_NCCL) is named alone with what differs; the verdicts go to

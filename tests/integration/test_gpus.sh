@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPUs however Slurm hands them out (issue 19), on the local cluster's fake
 # GPUs (gres gpu:4 per node, $CLUSTER_DIR/gpu/nvidia0-3): for each way of
 # asking, every task's CUDA_VISIBLE_DEVICES, LOCAL_RANK and the GPU that

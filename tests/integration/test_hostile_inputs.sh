@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Inputs that crashed a parser under the fuzzers (tests/fuzz), through the
 # real path: srun, slurmstepd with the plugin, mn-preflight. Each must end as
 # a clear message in a step that still runs, never as a dead slurmstepd.

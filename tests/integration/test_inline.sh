@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # srun --mn-nccl-preflight (and its alias --mn-preflight) on the real local Slurm (CPU path). Which parts run
 # depends on the release: before 23.11 (no spank_prepend_task_argv) every
 # form is refused and the program never starts; from 23.11 the check runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The mn_nccl plugin on a real multi-node Slurm (scripts/cluster/local-cluster.sh):
 # every node resolves its own name to 127.0.1.1 and carries a docker0 with
 # 172.17.0.1, as real clusters do.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # mn-preflight on the real local Slurm (CPU path: TCP ring on eth0): a
 # healthy check, a slow link (tc tbf), an odd MTU, a rank that never
 # arrives, a rank stopped (SIGSTOP) in the middle of the check, rank 0

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The prolog an operator pastes (scripts/slurm/mn-nccl-prolog, issue 36)
 # as slurm.conf's Prolog on the local cluster's fake GPUs (gres gpu:4 per
 # node, no driver): two jobs on one node, each prolog given its own GPUs

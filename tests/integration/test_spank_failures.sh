@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # What this Slurm release does with a failing required SPANK plugin, held to
 # the table in mn_nccl(8) ("FAILING HOOKS BY RELEASE"): a throw-away probe
 # plugin (spank_fail_probe.c) fails one hook, and we record srun's exit code,

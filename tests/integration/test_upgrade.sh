@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A rolling upgrade on the real local Slurm: nodes of the previous release
 # (scripts/test/previous-release, built from this clone's history by
 # scripts/test/build-previous.sh) and of this one check together, the old

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's network as the tests describe it.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CMocka in C++: its header wants these first.
 #pragma once
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Only on Debian 13's torch 2.6, which is built without libuv: torchrun's
 # static rendezvous, and its workers' env:// rendezvous on the agent's store,
 # create their TCPStore with the library default (use_libuv=True) and no way

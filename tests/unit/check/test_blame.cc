@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blame by evidence, on cases recorded from real runs.
 #include "lib/check/blame.h"
 #include "lib/check/preflight.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The option table: its limits hold in both spellings (mn-preflight's argv
 // and --mn-preflight=OPTIONS) alike, a value read in one gives the same
 // settings as in the other, errors name the option, the value and the fix,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // mn-preflight's control plane against what 8,192 ranks on one host run
 // out of (issue 29): a rank that gets no thread or no open file says so,
 // naming itself and the fix, and exits 1, never an abort; and mn-rank-sim

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The handshake (helper/check/doorway) and the seal (helper/wire) over real
 // loopback sockets: a rank with the step secret is admitted and proves the
 // acceptor in turn; a stranger, a replayed knock, another protocol (both

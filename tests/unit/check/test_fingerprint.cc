@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Every node alike: version codes, the plugin from NCCL's log, the line a
 // rank sends, and the majority rules (what fails, what warns).
 #include "lib/check/fingerprint.h"

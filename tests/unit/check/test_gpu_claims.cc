@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU a rank opens as the program would, and ranks of one host that
 // share a GPU (issue 19).
 #include "lib/check/gpu_claims.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVML readings -> findings, on readings as an H200 node gives them.
 #include "lib/check/gpu_health.h"
 #include "tests/unit/unit.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verdicts remembered: the line and its strict reader, the summary and
 // its drain candidates, --since, and 20 processes appending at once.
 #include "lib/check/history.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which GPUs a prolog checks, and which processes on them are foreign
 // (issue 36: a node shared between jobs is never drained over another job).
 #include "lib/check/job_gpus.h"

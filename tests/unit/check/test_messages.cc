@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The messages between ranks (helper/check/messages): CBOR both ways, and
 // decoders as strict as the fields they fill: a number out of its field's
 // range, a word not of its set, a missing field, a message of another name

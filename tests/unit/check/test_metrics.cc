@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A node's last check for Prometheus: every line of the exposition read
 // back by a checker of format 0.0.4 (below), its values compared, and the
 // file replaced atomically. promtool, when installed, checks it too.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --mn-preflight's options, the argv it puts in front of a task, its port,
 // the nodes to exclude read back from mn-preflight's own verdict (rendered
 // by lib/preflight, so a change of its format shows here) and the hostlist

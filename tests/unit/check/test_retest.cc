@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blame on confirmed evidence: suspects from the first pair rounds,
 // retests against proven-fast partners, and the verdict on them; with
 // cases from real runs and a noisy cluster model.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A task's facts by position, as the plan's tests build them.
 #pragma once
 

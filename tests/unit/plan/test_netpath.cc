@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tests/unit/fake_network.h"
 #include "lib/plan/netpath.h"
 #include "lib/plan/netprobe.h"

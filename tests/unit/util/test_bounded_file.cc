@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files of outside input: a FIFO, a link to /dev/zero, a file over the
 // limit, a directory, a link where links are refused, each a clear problem
 // naming the path, never a hang or a crash; /proc's size-0 files still read.

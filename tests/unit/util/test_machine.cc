@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machine as the kernel tells it: the boot id that nodes of one machine
 // share, and a thread's wait for a CPU, from /proc's text.
 #include "lib/util/machine.h"

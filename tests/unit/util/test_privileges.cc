@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A child forked from slurmstepd (effective uid the user's, real and saved
 // uid 0) gives up root for good: afterwards every id is the user's, root
 // cannot be taken back, and no exec gains privileges.

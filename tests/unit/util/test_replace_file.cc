@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing where others may write: a link at the target is replaced, its
 // victim untouched; a FIFO at the target is replaced without a hang; the
 // mode is the one asked for whatever the umask; no temporary file stays.
