@@ -20,10 +20,17 @@ source "scripts/torch/debian-torch.sh"
 out=$(mktemp /tmp/mn-demo.XXXXXX)
 echo "== sbatch scripts/jobs/example-job.sbatch"
 rc=0
-MN_PREFLIGHT=$top/helper/mn-preflight MN_NCCL_DEMO_SCRIPT=$top/scripts/torch/allreduce.py sbatch --wait -o "$out" scripts/jobs/example-job.sbatch || rc=$?
+# The local nodes' GPUs are device files without a CUDA driver: a job that
+# asks for them is rightly warned by the check ("the step asked for 2 GPUs
+# here, but the node has no CUDA driver"). This cluster has no usable GPUs,
+# so the demo asks for none and runs on CPUs; on a GPU cluster the script's
+# --gres=gpu:2 stands (the command line wins over #SBATCH lines). Without
+# GPUs torchrun starts one worker per node: 6 ranks by srun, 3 under it.
+MN_PREFLIGHT=$top/helper/mn-preflight MN_NCCL_DEMO_SCRIPT=$top/scripts/torch/allreduce.py \
+  sbatch --gres=gpu:0 --wait -o "$out" scripts/jobs/example-job.sbatch || rc=$?
 sed -e '/^\*\*\*\*/d' -e '/OMP_NUM_THREADS/d' -e '/^WARNING:torch.distributed.run:$/d' "$out"
 ok=$(grep -c 'ALLREDUCE .* ok=1' "$out" || true)
 preflight=$(grep -c '^PASS' "$out" || true)
 rm -f "$out"
-echo "== mn-preflight: $([ "$preflight" = 1 ] && echo PASS || echo 'no PASS'); $ok of 12 ranks finished the all-reduce with the right sum (6 by srun, 6 under torchrun); sbatch exit $rc"
-[ "$rc" -eq 0 ] && [ "$ok" -eq 12 ] && [ "$preflight" = 1 ]
+echo "== mn-preflight: $([ "$preflight" = 1 ] && echo PASS || echo 'no PASS'); $ok of 9 ranks finished the all-reduce with the right sum (6 by srun, 3 under torchrun, one per node without GPUs); sbatch exit $rc"
+[ "$rc" -eq 0 ] && [ "$ok" -eq 9 ] && [ "$preflight" = 1 ]
