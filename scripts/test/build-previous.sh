@@ -6,7 +6,8 @@
 #   scripts/test/build-previous.sh        prints the binary's path
 # Builds once into /tmp/mn-previous-VERSION (kept); one build at a time
 # (/tmp/mn-previous.lock). Exits non-zero, saying why, when the clone lacks
-# that commit (a shallow clone: git fetch --unshallow) or the build fails.
+# that commit (exit 3: a shallow clone, git fetch --unshallow) or the build
+# fails (exit 1).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 read -r version commit <"$top/scripts/test/previous-release"
@@ -16,7 +17,7 @@ flock 8
 if [ ! -x "$dir/helper/mn-preflight" ]; then
   git -C "$top" cat-file -e "$commit^{commit}" 2>/dev/null || {
     echo "build-previous: this clone has no commit $commit (mn-nccl $version): fetch the whole history (git fetch --unshallow)" >&2
-    exit 1
+    exit 3
   }
   rm -rf "$dir.part"
   mkdir -p "$dir.part"
