@@ -96,7 +96,7 @@ t_port_held_by_an_old_protocol() {
 
 t_port_held_by_another_build() {
   older_squatter 2 "MASTER_PORT held by an mn-preflight of protocol 2 (an older build, key=value messages): every rank fails naming both protocols and the fix, none exits 0, no program starts" \
-    "speaks protocol 2, this one protocol 6" "run one mn-preflight build on every node"
+    'speaks protocol 2 \(mn-nccl before 0\.2\.0\), this one protocol 6 \(mn-nccl ' "install one mn-nccl release on every node"
 }
 
 t_flood_on_master_port() {

@@ -90,7 +90,7 @@ t_exec_usage() {
   run srun -N1 -n1 --mn-nccl=auto "$PF" check --exec --timeout 5
   local a=$RC
   run srun -N1 -n1 --mn-nccl=auto "$PF" check --port 5 -- true
-  [ $a -eq 2 ] && [ $RC -eq 2 ] && has 'go with --exec' || { fail "$name" "rc=$a,$RC"; return; }
+  [ $a -eq 2 ] && [ $RC -eq 2 ] && has 'goes with --exec' || { fail "$name" "rc=$a,$RC"; return; }
   pass "$name"
 }
 
