@@ -25,6 +25,13 @@
 
 namespace mn::check::msg {
 
+bool release_word(const std::string& r) {
+    return r.size() <= 32 && std::all_of(r.begin(), r.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+                      c == '-' || c == '+' || c == '~';
+           });
+}
+
 namespace {
 
 // What is wrong with a value: where (a field's path, "lead.data_port")
@@ -170,10 +177,7 @@ void within(const char* field, int64_t v, int64_t lo, int64_t hi) {
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
 void bounds(const Knock& m) {
-    if (m.release && (m.release->size() > 32 || !std::all_of(m.release->begin(), m.release->end(), [](char c) {
-                          return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                                 c == '.' || c == '-' || c == '+' || c == '~';
-                      })))
+    if (m.release && !release_word(*m.release))
         throw Wrong{"release", "is not a release (up to 32 letters, digits and .-+~)"};
 }
 void bounds(const Hello& m) {
@@ -398,12 +402,7 @@ Outcome<Challenge> decode<Challenge>(const wire::Body& body) {
     m.nonce = f["nonce"];
     // Unproven words of whoever answered: a release is kept only as one
     // (a short version string), never as text to print.
-    const std::string& r = f["release"];
-    if (r.size() <= 32 && std::all_of(r.begin(), r.end(), [](char c) {
-            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
-                   c == '-' || c == '+' || c == '~';
-        }))
-        m.release = r;
+    if (release_word(f["release"])) m.release = f["release"];
     return m;
 }
 

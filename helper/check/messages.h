@@ -44,6 +44,11 @@ constexpr uint32_t kProtocol = 6;
 // one message that is not CBOR: key=value lines ("op=challenge", "v=3",
 // "nonce=..."), as protocol 2 wrote every message, and so for good, so
 // that every build since protocol 2 reads the other's version in it.
+// A release as a challenge or a knock may say it ("0.2.0"): up to 32
+// letters, digits and .-+~ ("" too: not said). Anything else is unproven
+// text of whoever answered, never kept.
+bool release_word(const std::string& r);
+
 struct Challenge {
     uint32_t version = kProtocol;
     std::string nonce;

@@ -19,7 +19,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -321,9 +320,7 @@ void built_messages(const std::string& bytes) {
     // A release is a short version word, kept only as one: any other text
     // in its place reads as none.
     const std::string rel = s.text();
-    const bool word = rel.size() <= 32 && std::all_of(rel.begin(), rel.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '+' || c == '~';
-    });
+    const bool word = msg::release_word(rel);
     const msg::Challenge ch{static_cast<uint32_t>(s.bits(32)), nonce, rel.find('\n') == std::string::npos ? rel : ""};
     auto ch_back = msg::decode<msg::Challenge>(msg::encode(ch));
     FUZZ_CHECK(ch_back && ch_back->release == (word ? ch.release : ""), "Challenge: a release kept only as a word");
