@@ -15,6 +15,7 @@
 #include "lib/plan/config.h"
 #include "lib/plan/step_layout.h"
 #include "lib/plan/step_plan.h"
+#include "lib/util/boolean.h"
 #include "lib/util/text.h"
 
 namespace {
@@ -151,7 +152,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     std::size_t bad = 0;
     for (const auto& a : args) {
         const std::size_t eq = a.find('=');
-        const std::string key = a.substr(0, eq), val = eq == std::string::npos ? "" : a.substr(eq + 1);
+        std::string key = a.substr(0, eq);
+        const std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
+        // metrics-dir= is metrics_dir= (one spelling per key).
+        std::replace(key.begin(), key.end(), '-', '_');
         bool ok = false;
         if (eq != std::string::npos && key == "default") {
             auto m = mn::parse_mode(val, "default");
@@ -160,7 +164,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             auto r = mn::parse_port_range(val);
             if ((ok = r.ok())) want.ports = *r;
         } else if (eq != std::string::npos && key == "force") {
-            if ((ok = val == "0" || val == "1")) want.force = val == "1";
+            // Slurm's spellings of a boolean (test_boolean pins them down).
+            const auto f = mn::parse_boolean(val, "force");
+            if ((ok = f.ok())) want.force = *f;
         } else if (eq != std::string::npos && key == "sysfs_root") {
             if ((ok = !val.empty() && val[0] == '/')) want.sysfs_root = val;
         } else if (eq != std::string::npos && key == "preflight") {

@@ -88,7 +88,8 @@ void a_process_job_from_its_cgroup_or_environment(void**) {
     assert_str(job_of_process("0::/system.slice/slurmstepd.scope/job_41/step_0/user/task_0\n", ""), "41");
     assert_str(job_of_process("12:devices:/slurm/uid_1000/job_1234/step_batch\n0::/\n", ""), "1234");
     // linuxproc, no cgroup of Slurm's: the environment says.
-    std::string environ_text("HOME=/root\0SLURM_JOB_ID=77\0PATH=/bin", 38);
+    const char environ_bytes[] = "HOME=/root\0SLURM_JOB_ID=77\0PATH=/bin";
+    const std::string environ_text(environ_bytes, sizeof environ_bytes - 1);
     assert_str(job_of_process("0::/user.slice\n", environ_text), "77");
     assert_str(job_of_process("0::/user.slice\n", std::string("A=1\0B=2", 7)), "");
     // Not a job's cgroup, whatever its name holds.
