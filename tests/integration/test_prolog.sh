@@ -15,13 +15,14 @@ sed -e "s|@bindir[@]|$TOP/helper|g" -e "s|@libexecdir[@]|$T|g" \
 chmod 755 "$T/mn-nccl-prolog"
 # slurm.conf's Prolog: this wrapper keeps what slurmd gave (environment,
 # exit, time) and runs the shipped script. $T/fake-cuda: the check sees a
-# driver whose GPUs fail (a broken node). $T/args: extra options.
+# driver whose GPUs fail (a broken node) and an NCCL (a stub: Debian's
+# roots have none). $T/args: extra options.
 cat >"$T/prolog" <<EOW
 #!/bin/sh
 t0=\$(date +%s%N)
 env >"$T/env.\$SLURM_JOB_ID"
 export SLURM_CONF=$SLURM_CONF
-[ -e "$T/fake-cuda" ] && export LD_LIBRARY_PATH=$TOP/tests/fixtures/cuda-2gpus
+[ -e "$T/fake-cuda" ] && export LD_LIBRARY_PATH=$TOP/tests/fixtures/cuda-2gpus MN_PREFLIGHT_LIBNCCL=$TOP/tests/fixtures/nccl-entry-points/libnccl.so.2
 [ -e "$T/args" ] && export MN_PREFLIGHT_ARGS="\$(cat "$T/args")"
 "$T/mn-nccl-prolog" 2>"$T/err.\$SLURM_JOB_ID"
 rc=\$?
@@ -107,6 +108,8 @@ t_two_jobs_one_node() {
 
 # A broken node (its GPUs fail): the prolog drains it under its own name.
 t_failure_drains_with_own_reason() {
+  [ -f "$TOP/tests/fixtures/cuda-2gpus/libcuda.so.1" ] && [ -f "$TOP/tests/fixtures/nccl-entry-points/libnccl.so.2" ] ||
+    { fail "a failing prolog drains node1" "the stub CUDA and NCCL are not built (make check or make fixtures builds them)"; return; }
   touch "$T/fake-cuda"
   local j
   j=$(sbatch --parsable --no-requeue -w node1 --gres=gpu:1 -o /dev/null --wrap true)
