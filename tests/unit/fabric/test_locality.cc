@@ -357,6 +357,55 @@ static void p4d_pairs_each_gpu_with_its_efa(void**) {
     assert_int_equal(r.warnings.size(), 0);
 }
 
+// NVIDIA's GPUDirect Storage configuration guide (section 4.1; the
+// gds-a100 fixture of make-sysfs.sh): "use mlx5_0 in conjunction with GPU
+// 0f:00.0 and mlx5_1 with GPU 07:00.0". 0f:00.0 shares the switches down to
+// 0a:00.0 with mlx5_0; 07:00.0 only the top switch 01:00.0 with either HCA,
+// and every pair is PXB. The old rule went GPU by GPU: 07:00.0 took mlx5_0
+// at its tie and 0f:00.0, its deeper HCA taken, mlx5_1.
+static void gds_guide_tree_pairs_the_deepest_switch_first(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("gds-a100")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("gds-a100"), *choice);
+    assert_true(r.known);
+    assert_str(r.note, "nearest chosen HCA");
+    assert_int_equal(r.gpus.size(), 2);
+    assert_str(r.gpus[0].gpu.busid, "0000:07:00.0");
+    assert_str(r.gpus[0].hca, "mlx5_1");
+    assert_str(r.gpus[1].gpu.busid, "0000:0f:00.0");
+    assert_str(r.gpus[1].hca, "mlx5_0");
+    for (const auto& g : r.gpus) assert_true(g.how == Nearness::Pxb);
+    assert_int_equal(r.warnings.size(), 0);
+    assert_str(locality_summary(r.gpus),
+               "GPU0>mlx5_1 (PXB: through several PCIe switches), GPU1>mlx5_0 (PXB: through several PCIe switches)");
+
+    // The depths behind it: host bridge, 01:00.0, its port 02:04.0, 0a:00.0
+    // for the guide's pair; host bridge and 01:00.0 for every other.
+    const auto t = load("gds-a100");
+    assert_int_equal(shared_bridges(t.gpus[1], hca_named(t, "mlx5_0")), 4);
+    assert_str(t.gpus[1].bridges[3], "pci:0000:0a:00.0");
+    assert_int_equal(shared_bridges(t.gpus[1], hca_named(t, "mlx5_1")), 2);
+    assert_int_equal(shared_bridges(t.gpus[0], hca_named(t, "mlx5_0")), 2);
+    assert_int_equal(shared_bridges(t.gpus[0], hca_named(t, "mlx5_1")), 2);
+    assert_str(t.gpus[0].bridges[1], "pci:0000:01:00.0");
+
+    // Not the GPUs' order: listed the other way round, the same pairs.
+    PciTopology reversed = t;
+    std::swap(reversed.gpus[0], reversed.gpus[1]);
+    const auto l = nearest_hcas(reversed, {});
+    assert_str(l[0].gpu.busid, "0000:0f:00.0");
+    assert_str(l[0].hca, "mlx5_0");
+    assert_str(l[1].hca, "mlx5_1");
+
+    // A GPU never leaves its deeper HCA for load: with mlx5_1 alone
+    // chosen both share it; with mlx5_0 alone, too.
+    for (const char* only : {"mlx5_0", "mlx5_1"}) {
+        const auto one = nearest_hcas(t, {only});
+        assert_str(one[0].hca, only);
+        assert_str(one[1].hca, only);
+    }
+}
+
 // Ties spread: GPUs exactly as near to several HCAs share them evenly,
 // after the nearer pairs have taken theirs, and the same input always
 // gives the same pairs.
@@ -566,6 +615,7 @@ int main() {
         cmocka_unit_test(dgx_a100_pairs_each_gpu_within_its_quadrant),
         cmocka_unit_test(dgx_a100_levels_are_nvidia_smis),
         cmocka_unit_test(dgx_a100_storage_ports_are_never_a_gpus_hca),
+        cmocka_unit_test(gds_guide_tree_pairs_the_deepest_switch_first),
         cmocka_unit_test(ties_spread_over_hcas_after_the_nearer_pairs),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
