@@ -4,6 +4,7 @@
 // the rules run without hwloc.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ struct PciTopology {
 
 Nearness nearness(const PciPlace& a, const PciPlace& b);
 
+// How many bridges two devices share from the host bridge down: the depth
+// of their deepest common PCIe ancestor (0: none, 1: the host bridge only).
+// Within one level a deeper common switch is the nearer pair.
+std::size_t shared_bridges(const PciPlace& a, const PciPlace& b);
+
 struct GpuLocality {
     PciPlace gpu;
     std::string hca;  // empty: no candidate HCA on the node
@@ -50,10 +56,14 @@ struct GpuLocality {
     bool across_sockets = false;  // Sys, and the two sit on different packages
 };
 
-// For each GPU the HCA of the nearest level among `candidates` (HCA
-// names; empty = all). Among HCAs of that same level the one serving the
-// fewest GPUs so far wins, then natural order, so GPUs spread over
-// equally near HCAs as NCCL spreads its rings; load never beats a level.
+// For each GPU (in topo.gpus' order) its nearest HCA among `candidates`
+// (HCA names; empty = all): the best level, and within it the deepest
+// common PCIe switch, so a GPU never leaves a nearer HCA for a less loaded
+// one. The pairs are made over the whole tree, nearest first: a GPU whose
+// nearest HCA is deeper in the tree picks before one with a shallower
+// tie, whatever the GPU order. Ties go to the HCA serving the fewest GPUs
+// so far, then natural order, so GPUs spread over equally near HCAs as
+// NCCL spreads its rings; load never beats nearness.
 std::vector<GpuLocality> nearest_hcas(const PciTopology& topo, const std::vector<std::string>& candidates);
 
 // "GPU0>mlx5_0 (PIX: same PCIe switch), ..." and a warning for each GPU

@@ -3,7 +3,8 @@
 // load_pci_topology reads it: garbled XML is a problem, not a crash; what
 // loads has GPUs named GPU0.. in bus id order, well-formed bus ids, host
 // bridges first; and GPU to HCA locality over it only names HCAs of the
-// topology.
+// topology, never one with a nearer HCA left aside (a better level, or at
+// the same level a deeper common switch), at the level it reports.
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,8 +67,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                            p.bridges[b].c_str());
     const auto loc = mn::nearest_hcas(*topo, {});
     FUZZ_CHECK(loc.size() == topo->gpus.size(), "a locality per GPU");
-    for (const auto& l : loc)
+    for (const auto& l : loc) {
         FUZZ_CHECK(l.hca.empty() ? names.empty() : std::find(names.begin(), names.end(), l.hca) != names.end(),
                    "%s's HCA '%s' is not in the topology", l.gpu.name.c_str(), l.hca.c_str());
+        if (l.hca.empty()) continue;
+        // The nearest reach of any HCA: the best level, the deepest common
+        // switch within it. An HCA of that name (names may repeat in a
+        // file) must have it.
+        mn::Nearness best = mn::Nearness::Sys;
+        std::size_t depth = 0;
+        for (const auto& h : topo->hcas) {
+            const mn::Nearness n = mn::nearness(l.gpu, h);
+            const std::size_t d = mn::shared_bridges(l.gpu, h);
+            if (n < best || (n == best && d > depth)) best = n, depth = d;
+        }
+        bool nearest = false;
+        for (const auto& h : topo->hcas)
+            nearest |= h.name == l.hca && mn::nearness(l.gpu, h) == best && mn::shared_bridges(l.gpu, h) == depth;
+        FUZZ_CHECK(nearest && l.how == best, "%s took %s, not a nearest HCA", l.gpu.name.c_str(), l.hca.c_str());
+    }
     return 0;
 }

@@ -170,8 +170,8 @@ static void three_levels_pair_by_level_then_load(void**) {
     assert_str(l[0].hca, "mlx5_0");
     assert_str(l[1].hca, "mlx5_0");
     assert_true(l[1].how == Nearness::Pix);
-    // GPU2 has only PXB HCAs: there the least loaded wins (mlx5_1 over the
-    // busy mlx5_0, and before mlx5_2 by name).
+    // GPU2 has only PXB HCAs: mlx5_0 and mlx5_1 share M with it, mlx5_2
+    // only T; of the two the least loaded wins (mlx5_1 over the busy mlx5_0).
     assert_str(l[2].hca, "mlx5_1");
     assert_true(l[2].how == Nearness::Pxb);
 }
@@ -357,6 +357,96 @@ static void p4d_pairs_each_gpu_with_its_efa(void**) {
     assert_int_equal(r.warnings.size(), 0);
 }
 
+// NVIDIA's GPUDirect Storage configuration guide (section 4.1; the
+// gds-a100 fixture of make-sysfs.sh): "use mlx5_0 in conjunction with GPU
+// 0f:00.0 and mlx5_1 with GPU 07:00.0". 0f:00.0 shares the switches down to
+// 0a:00.0 with mlx5_0; 07:00.0 only the top switch 01:00.0 with either HCA,
+// and every pair is PXB. The old rule went GPU by GPU: 07:00.0 took mlx5_0
+// at its tie and 0f:00.0, its deeper HCA taken, mlx5_1.
+static void gds_guide_tree_pairs_the_deepest_switch_first(void**) {
+    auto choice = choose_fabric(read_sysfs_ports(tree("gds-a100")), Mode::Auto);
+    assert_true(choice.ok());
+    const auto r = gpu_locality(tree("gds-a100"), *choice);
+    assert_true(r.known);
+    assert_str(r.note, "nearest chosen HCA");
+    assert_int_equal(r.gpus.size(), 2);
+    assert_str(r.gpus[0].gpu.busid, "0000:07:00.0");
+    assert_str(r.gpus[0].hca, "mlx5_1");
+    assert_str(r.gpus[1].gpu.busid, "0000:0f:00.0");
+    assert_str(r.gpus[1].hca, "mlx5_0");
+    for (const auto& g : r.gpus) assert_true(g.how == Nearness::Pxb);
+    assert_int_equal(r.warnings.size(), 0);
+    assert_str(locality_summary(r.gpus),
+               "GPU0>mlx5_1 (PXB: through several PCIe switches), GPU1>mlx5_0 (PXB: through several PCIe switches)");
+
+    // The depths behind it: host bridge, 01:00.0, its port 02:04.0, 0a:00.0
+    // for the guide's pair; host bridge and 01:00.0 for every other.
+    const auto t = load("gds-a100");
+    assert_int_equal(shared_bridges(t.gpus[1], hca_named(t, "mlx5_0")), 4);
+    assert_str(t.gpus[1].bridges[3], "pci:0000:0a:00.0");
+    assert_int_equal(shared_bridges(t.gpus[1], hca_named(t, "mlx5_1")), 2);
+    assert_int_equal(shared_bridges(t.gpus[0], hca_named(t, "mlx5_0")), 2);
+    assert_int_equal(shared_bridges(t.gpus[0], hca_named(t, "mlx5_1")), 2);
+    assert_str(t.gpus[0].bridges[1], "pci:0000:01:00.0");
+
+    // Not the GPUs' order: listed the other way round, the same pairs.
+    PciTopology reversed = t;
+    std::swap(reversed.gpus[0], reversed.gpus[1]);
+    const auto l = nearest_hcas(reversed, {});
+    assert_str(l[0].gpu.busid, "0000:0f:00.0");
+    assert_str(l[0].hca, "mlx5_0");
+    assert_str(l[1].hca, "mlx5_1");
+
+    // A GPU never leaves its deeper HCA for load: with mlx5_1 alone
+    // chosen both share it; with mlx5_0 alone, too.
+    for (const char* only : {"mlx5_0", "mlx5_1"}) {
+        const auto one = nearest_hcas(t, {only});
+        assert_str(one[0].hca, only);
+        assert_str(one[1].hca, only);
+    }
+}
+
+// Ties spread: GPUs exactly as near to several HCAs share them evenly,
+// after the nearer pairs have taken theirs, and the same input always
+// gives the same pairs.
+static void ties_spread_over_hcas_after_the_nearer_pairs(void**) {
+    // Four GPUs and two HCAs on the ports of one switch: all PIX at one
+    // depth, so one HCA per two GPUs, alternating in bus order.
+    const auto sw = below(kRootPort, {"0000:01:00.0"});
+    PciTopology flat;
+    for (const char* port : {"0000:02:00.0", "0000:02:04.0", "0000:02:08.0", "0000:02:0c.0"})
+        flat.gpus.push_back(at("GPU", below(sw, {port}), 0, 0));
+    flat.hcas = {at("mlx5_0", below(sw, {"0000:02:10.0"}), 0, 0), at("mlx5_1", below(sw, {"0000:02:14.0"}), 0, 0)};
+    assert_true(hca_names(nearest_hcas(flat, {})) ==
+                (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_0", "mlx5_1"}));
+
+    // A top switch over lower switches L1 (mlx5_0) and L2 (mlx5_1 and
+    // GPU2, one bridge further down: PXB), GPU0 and GPU1 on the top
+    // switch's own ports: all six pairs PXB. GPU2 pairs on its lower switch
+    // first; GPU0 and GPU1, tied over both HCAs, then spread (mlx5_0 is
+    // the free one, then both serve one GPU and name order decides). By
+    // GPU order GPU0 and GPU1 took mlx5_0 and mlx5_1, and GPU2, both
+    // equally loaded, mlx5_0 of the other switch.
+    const auto top = below(kRootPort, {"0000:01:00.0"});
+    const auto l1 = below(top, {"0000:02:00.0", "0000:03:00.0"});
+    const auto l2 = below(top, {"0000:02:04.0", "0000:08:00.0"});
+    PciTopology t;
+    t.gpus = {at("GPU0", below(top, {"0000:02:08.0"}), 0, 0), at("GPU1", below(top, {"0000:02:0c.0"}), 0, 0),
+              at("GPU2", below(l2, {"0000:09:00.0", "0000:0a:00.0"}), 0, 0)};
+    t.hcas = {at("mlx5_0", below(l1, {"0000:04:04.0"}), 0, 0), at("mlx5_1", below(l2, {"0000:09:04.0"}), 0, 0)};
+    for (const auto& g : t.gpus)
+        for (const auto& h : t.hcas) assert_true(nearness(g, h) == Nearness::Pxb);
+    const auto l = nearest_hcas(t, {});
+    assert_true(hca_names(l) == (std::vector<std::string>{"mlx5_0", "mlx5_0", "mlx5_1"}));
+    // The HCAs listed the other way round: GPU2 still follows its switch's
+    // HCA, and the tied GPUs spread over what is left.
+    std::swap(t.hcas[0], t.hcas[1]);
+    const auto swapped = nearest_hcas(t, {});
+    assert_true(hca_names(swapped) == (std::vector<std::string>{"mlx5_0", "mlx5_1", "mlx5_1"}));
+    // Deterministic: the same topology, the same pairs.
+    assert_true(hca_names(nearest_hcas(t, {})) == hca_names(swapped));
+}
+
 static void no_candidates_means_no_hca(void**) {
     const auto l = nearest_hcas(load("dgx-h100"), {"mlx5_99"});
     assert_int_equal(l.size(), 8);
@@ -525,6 +615,8 @@ int main() {
         cmocka_unit_test(dgx_a100_pairs_each_gpu_within_its_quadrant),
         cmocka_unit_test(dgx_a100_levels_are_nvidia_smis),
         cmocka_unit_test(dgx_a100_storage_ports_are_never_a_gpus_hca),
+        cmocka_unit_test(gds_guide_tree_pairs_the_deepest_switch_first),
+        cmocka_unit_test(ties_spread_over_hcas_after_the_nearer_pairs),
         cmocka_unit_test(verbs_codes),
         cmocka_unit_test(verbs_cross_checks_sysfs),
         cmocka_unit_test(fixture_roots_never_consult_verbs),
