@@ -168,7 +168,7 @@ int run_prolog(const PrologOptions& o) {
     }
     const bool job_has_gpus = scope->whole_node || !scope->ids.empty();
     std::vector<std::string> problems, notes;
-    const auto ports = discover_ports(sysfs_root(process_env(), SiteConfig{}));
+    const auto ports = discover_ports(user_sysfs_root(process_env()));
     auto choice = choose_fabric(ports, o.mode);
     std::string fabric = "?";
     if (!choice) {

@@ -197,7 +197,7 @@ int discover(const mn::CommandLine& c) {
     const bool json = s.check.json;
     const mn::EnvLookup env = mn::process_env();
     r.host = mn::host_name();
-    r.sysfs_root = !root.empty() ? root : mn::sysfs_root(env, mn::SiteConfig{});
+    r.sysfs_root = !root.empty() ? root : mn::user_sysfs_root(env);
     auto choice = mn::choose_fabric(mn::discover_ports(r.sysfs_root), r.mode);
     if (!choice) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", r.host.c_str(), as_mode_option(choice.problem().text()).c_str());

@@ -234,6 +234,7 @@ int stepd_user_init(spank_t sp) {
     // Google's plugin variables as the site or user set them (kept): named
     // when they name other NICs than this node's.
     for (auto& w : plugin_variable_findings(*fabric, env)) fabric.value().warnings.push_back(std::move(w));
+    if (auto w = unread_sysfs_root(env, s.site.config); !w.empty()) fabric.value().warnings.push_back(std::move(w));
     take_fabric(plan.value(), std::move(fabric.value()));
     // hwloc's topology load costs milliseconds: only when the user asked to
     // see the choice, once per node and step.

@@ -50,7 +50,7 @@ void verbs_of_node(Fingerprint& f) {
         if (auto p = verbs_provider_of_file(file); !p.empty()) have.insert(p);
     // The ports as fabric discovery reads them; each ACTIVE port's HCA needs
     // the provider of its kernel driver.
-    const std::string root = sysfs_root(process_env(), SiteConfig{});
+    const std::string root = user_sysfs_root(process_env());
     std::set<std::string> active;
     for (const auto& port : read_sysfs_ports(root))
         if (port.state == "ACTIVE") active.insert(port.hca);

@@ -43,7 +43,7 @@ unsigned interface_mtu(const std::string& ifname) {
 
 // The discovery a node contributes to the consistency check.
 void local_facts(Step& st) {
-    auto choice = choose_fabric(discover_ports(sysfs_root(process_env(), SiteConfig{})), st.o.mode);
+    auto choice = choose_fabric(discover_ports(user_sysfs_root(process_env())), st.o.mode);
     if (!choice) {
         st.home_problems.push_back(choice.problem().text());
         st.sig.fabric = "?";

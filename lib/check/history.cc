@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <limits>
+#include <tuple>
 
 #include "lib/check/fingerprint.h"
 #include "lib/util/bounded_file.h"
@@ -437,34 +438,59 @@ HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t sin
     return s;
 }
 
-Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k, unsigned n) {
+Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k, unsigned n,
+                                  std::size_t read_max) {
     DIR* d = opendir(dir.c_str());
     if (!d)
         return Problem{"mn-preflight: cannot read the history directory " + dir + ": " + sys_error(),
                        "name the directory the checks write (--history DIR)"};
-    std::vector<std::string> files;
+    const uid_t reader = geteuid();
+    // Whose files come first: those whose lines may count (root's or the
+    // reader's, written by nobody else). Another user's files, eight of
+    // 64 MiB named to sort first, once used up the budget and turned
+    // "drain candidates: node1" into "none".
+    struct Candidate {
+        bool others;  // first false: these files come first
+        std::string path;
+        std::size_t size;
+        bool operator<(const Candidate& o) const { return std::tie(others, path) < std::tie(o.others, o.path); }
+    };
+    std::vector<Candidate> files;
     while (dirent* e = readdir(d)) {
         const std::string name = e->d_name;
-        if (name.size() > 6 && name[0] != '.' && name.compare(name.size() - 6, 6, ".jsonl") == 0)
-            files.push_back(dir + (dir.back() == '/' ? "" : "/") + name);
+        if (name.size() <= 6 || name[0] == '.' || name.compare(name.size() - 6, 6, ".jsonl") != 0) continue;
+        const std::string path = dir + (dir.back() == '/' ? "" : "/") + name;
+        struct stat st {};
+        // The order only: what a line may count for is judged again from
+        // the descriptor that reads it (history_distrust).
+        const bool trusted = lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                             (st.st_uid == 0 || st.st_uid == reader) && !(st.st_mode & (S_IWGRP | S_IWOTH));
+        files.push_back({!trusted, path, static_cast<std::size_t>(st.st_size)});
     }
     closedir(d);
     std::sort(files.begin(), files.end());
     std::vector<HistoryRecord> records;
     std::vector<std::string> warnings;
-    const uid_t reader = geteuid();
     std::size_t read_so_far = 0;
     for (std::size_t i = 0; i < files.size(); ++i) {
-        const std::string& f = files[i];
-        if (read_so_far >= kHistoryReadMax) {
-            warnings.push_back(dir + ": more than " + std::to_string(kHistoryReadMax >> 20) + " MiB of history; " +
-                               std::to_string(files.size() - i) + " files from " + f +
-                               " on were not read (rotate the files)");
+        const std::string& f = files[i].path;
+        // The budget ends at the first file that no longer fits whole (one
+        // over the per-file limit is skipped on its own, below).
+        if (read_so_far >= read_max ||
+            (files[i].size <= kHistoryFileMax && files[i].size > read_max - read_so_far)) {
+            const std::size_t others = static_cast<std::size_t>(
+                std::count_if(files.begin() + static_cast<std::ptrdiff_t>(i), files.end(),
+                              [](const Candidate& e) { return e.others; }));
+            warnings.push_back(dir + ": more than " + std::to_string(read_max >> 20) + " MiB of history; " +
+                               std::to_string(files.size() - i) + " files from " + f + " on were not read (" +
+                               (others == files.size() - i ? "all of them others' files, whose lines would not count"
+                                                           : "rotate the files") +
+                               ")");
             break;
         }
         // Often run by root on a directory users can write: a FIFO, a
         // device or a link there is skipped, never opened or followed.
-        auto file = read_bounded_file(f, std::min(kHistoryFileMax, kHistoryReadMax - read_so_far), LastLink::refuse);
+        auto file = read_bounded_file(f, std::min(kHistoryFileMax, read_max - read_so_far), LastLink::refuse);
         if (!file) {
             warnings.push_back(file.problem().what + "; skipped");
             continue;

@@ -139,8 +139,12 @@ HistorySummary summarise_records(std::vector<HistoryRecord> records, int64_t sin
 // Reads every DIR/*.jsonl that is a regular file (a FIFO, a device, a
 // directory or a symbolic link is skipped with a warning, never opened or
 // followed), each line judged by history_distrust with this process's
-// effective uid as the reader. A problem only when DIR cannot be read.
-Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k = 2, unsigned n = 3);
+// effective uid as the reader. Files whose owner and mode could make their
+// lines count are read first, so that others' files, however large or
+// however named, never use up `read_max` before them. A problem only when
+// DIR cannot be read.
+Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigned k = 2, unsigned n = 3,
+                                  std::size_t read_max = kHistoryReadMax);
 
 std::string history_table(const HistorySummary& s);
 std::string history_json(const HistorySummary& s);

@@ -88,7 +88,7 @@ Outcome<uint16_t> parse_user_port(const std::string& value) {
 }
 
 ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
-    static const char* const kKnown = "known: default, port_range, force, sysfs_root, preflight, history, metrics_dir";
+    static const char* const kKnown = "known: default, port_range, force, sysfs_root, user_sysfs_root, preflight, history, metrics_dir";
     ParsedSiteConfig out;
     auto warn = [&](const std::string& what, const std::string& kept) {
         out.warnings.push_back("plugstack.conf: " + what + "; using " + kept);
@@ -114,6 +114,10 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
             auto f = parse_boolean(val, "force");
             if (f) out.config.force = *f;
             else warn(f.problem().text(), "force=no");
+        } else if (key == "user_sysfs_root") {
+            auto f = parse_boolean(val, "user_sysfs_root");
+            if (f) out.config.user_sysfs_root = *f;
+            else warn(f.problem().text(), "user_sysfs_root=no");
         } else if (key == "preflight") {
             if (!val.empty() && val[0] == '/') out.config.preflight = val;
             else warn("preflight='" + val + "' is not an absolute path", "the installed mn-preflight");

@@ -52,6 +52,7 @@ struct SiteConfig {
     PortRange ports;
     bool force = false;        // overwrite variables the user already set
     std::string sysfs_root;    // fabric discovery reads here instead of /sys
+    bool user_sysfs_root = false;  // slurmstepd reads a step's MN_NCCL_SYSFS_ROOT (test rigs)
     std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
     std::string history_dir;   // every inline check's --history, unless the user gave one
     std::string metrics_dir;   // and --metrics-dir

@@ -455,11 +455,24 @@ std::string interface_towards(const std::string& master_addr, const NetworkView&
 }
 
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {
-    // The admin's choice is pinned: a user's tree is read in slurmstepd only
-    // where the site left it open (doc/security.md).
+    // The admin's choice is pinned, and a user's tree is read by root only
+    // where the site opened it (doc/security.md): a root-run parser is not
+    // every user's to feed.
     if (!site.sysfs_root.empty()) return site.sysfs_root;
+    if (site.user_sysfs_root) return user_sysfs_root(env);
+    return "/sys";
+}
+
+std::string user_sysfs_root(const EnvLookup& env) {
     if (auto v = env("MN_NCCL_SYSFS_ROOT"); v && !v->empty()) return *v;
     return "/sys";
+}
+
+std::string unread_sysfs_root(const EnvLookup& env, const SiteConfig& site) {
+    const std::string asked = user_sysfs_root(env);
+    if (asked == "/sys" || sysfs_root(env, site) == asked) return "";
+    return "MN_NCCL_SYSFS_ROOT=" + asked + " is not read here: the node's " + sysfs_root(env, site) +
+           " is (a site lets steps name the tree with plugstack.conf's user_sysfs_root=yes; unset it)";
 }
 
 }  // namespace mn

@@ -84,9 +84,16 @@ struct StepPlan {
     std::vector<std::string> bus_ids;
 };
 
-// Where fabric discovery reads: MN_NCCL_SYSFS_ROOT, else plugstack's
-// sysfs_root, else /sys.
+// Where the plugin's fabric discovery reads in slurmstepd (root): plugstack's
+// sysfs_root, else a step's MN_NCCL_SYSFS_ROOT where plugstack's
+// user_sysfs_root opened it (a test rig's fixtures), else /sys.
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site);
+// Where a process of the user's own (mn-preflight) reads: MN_NCCL_SYSFS_ROOT,
+// else /sys.
+std::string user_sysfs_root(const EnvLookup& env);
+// The warning for a step whose MN_NCCL_SYSFS_ROOT slurmstepd did not read;
+// "" where it read it or none was given.
+std::string unread_sysfs_root(const EnvLookup& env, const SiteConfig& site);
 
 // The interface that carries this node's route to MASTER_ADDR (an IPv4
 // address), as the plugin chooses it; "" when there is none.

@@ -144,7 +144,12 @@ write_plugstack() {
   mkdir -p "$DIR"
   {
     [ -z "${MN_PLUGSTACK_BEFORE:-}" ] || printf '%s\n' "$MN_PLUGSTACK_BEFORE"
-    echo "$kind $PLUGIN $*"
+    # A test rig: its steps name fixture trees (MN_NCCL_SYSFS_ROOT), which
+    # mn_nccl reads only with user_sysfs_root=yes (MN_USER_SYSFS_ROOT=no:
+    # without); other plugins (test_spank_failures' probe) get their own words.
+    local open_sysfs=""
+    [ "$(basename "$PLUGIN")" != mn_nccl.so ] || open_sysfs="user_sysfs_root=${MN_USER_SYSFS_ROOT:-yes}"
+    echo "$kind $PLUGIN $* $open_sysfs"
     [ -z "${MN_PLUGSTACK_AFTER:-}" ] || printf '%s\n' "$MN_PLUGSTACK_AFTER"
   } >"$DIR/plugstack.conf"
 }

@@ -167,6 +167,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             // Slurm's spellings of a boolean (test_boolean pins them down).
             const auto f = mn::parse_boolean(val, "force");
             if ((ok = f.ok())) want.force = *f;
+        } else if (eq != std::string::npos && key == "user_sysfs_root") {
+            const auto f = mn::parse_boolean(val, "user_sysfs_root");
+            if ((ok = f.ok())) want.user_sysfs_root = *f;
         } else if (eq != std::string::npos && key == "sysfs_root") {
             if ((ok = !val.empty() && val[0] == '/')) want.sysfs_root = val;
         } else if (eq != std::string::npos && key == "preflight") {
@@ -183,6 +186,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const mn::SiteConfig& got = parsed.config;
     FUZZ_CHECK(got.default_mode == want.default_mode && got.ports.lo == want.ports.lo && got.ports.hi == want.ports.hi &&
                    got.force == want.force && got.sysfs_root == want.sysfs_root &&
+                   got.user_sysfs_root == want.user_sysfs_root &&
                    got.preflight == want.preflight && got.history_dir == want.history_dir &&
                    got.metrics_dir == want.metrics_dir,
                "the config differs from the arguments taken");

@@ -22,6 +22,24 @@ t_topology_xml_that_crashes_hwloc() {
   pass "$name"
 }
 
+# A site's plugin (no user_sysfs_root= in plugstack.conf) never parses a
+# tree a user names as root: the node's own /sys, and the task is told.
+t_user_sysfs_root_closed_by_default() {
+  local name="without plugstack's user_sysfs_root=yes, slurmstepd reads /sys, not the step's MN_NCCL_SYSFS_ROOT, and says so"
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs" >/dev/null
+  MN_USER_SYSFS_ROOT=no plugstack required
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run srun -N2 -n2 --mn-nccl bash -c 'echo "HCA=${NCCL_IB_HCA:-none} IB_DISABLE=${NCCL_IB_DISABLE:-}"'
+  local rc=$RC hca; hca=$(count '^HCA=none IB_DISABLE=1$')
+  local told; told=$(count "warning: MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 is not read here: the node's /sys is")
+  plugstack required
+  # The rig's line (user_sysfs_root=yes) reads the fixture: the DGX's HCAs.
+  MN_NCCL_SYSFS_ROOT=$OUT/sysfs/dgx-h100 run srun -N2 -n2 --mn-nccl bash -c 'echo "HCA=${NCCL_IB_HCA:-none}"'
+  local open; open=$(count '^HCA=(=|\^=)?mlx5')
+  [ "$rc" = 0 ] && [ "$hca" = 2 ] && [ "$told" -ge 1 ] && [ "$open" = 2 ] ||
+    { fail "$name" "rc=$rc none=$hca told=$told opened=$open" "$(head -5 "$OUT/last")"; return; }
+  pass "$name"
+}
+
 # ---- another user on the nodes and the network (doc/security.md) ---------
 # The stranger (stranger.py) runs as nobody inside a node's network
 # namespace; the step's MASTER_PORT is the user's own (the plugin keeps

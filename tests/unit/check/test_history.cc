@@ -466,6 +466,41 @@ static void summary_of_a_directory_others_write(void**) {
     assert_int_equal(system(("rm -rf " + dir + " " + elsewhere).c_str()), 0);
 }
 
+// Another user's files, large and named to sort first, cannot use up the
+// read budget before the files whose lines count (issue 38: eight 64 MiB
+// files once turned "drain candidates: node1" into "none"). The budget is
+// 4 KiB here, the same rule as 512 MiB.
+static void others_files_never_hide_the_history(void**) {
+    if (geteuid() != 0) skip();  // chown to another user needs root
+    const passwd* nobody = getpwnam("nobody");
+    if (!nobody) skip();
+    const std::string dir = scratch_dir("history");
+    for (int t = 1; t <= 3; ++t) assert_true(append_history(dir, record("node1", t * 100, "fault", "GPU0 lost")).ok());
+    const std::string padding = format_history_line(record("aaa", 5, "ok", std::string(400, 'x')));
+    for (const char* name : {"/aaa0.jsonl", "/aaa1.jsonl", "/aaa2.jsonl"}) {
+        {
+            std::ofstream out(dir + name);
+            for (int i = 0; i < 12; ++i) out << padding;
+        }
+        assert_int_equal(chown((dir + name).c_str(), nobody->pw_uid, nobody->pw_gid), 0);
+    }
+    const auto s = summarise(dir, 0, 2, 3, 4096);
+    if (!s) fail_msg("%s", s.problem().text().c_str());
+    const auto drain = s->drain_candidates();
+    assert_int_equal(drain.size(), 1);
+    assert_str(drain[0], "node1");
+    const std::string t = history_table(*s);
+    assert_contains(t, "files from " + dir + "/aaa");
+    assert_contains(t, "all of them others' files, whose lines would not count");
+    // The same files, all root's: a history too large for the budget says to rotate.
+    for (const char* name : {"/aaa0.jsonl", "/aaa1.jsonl", "/aaa2.jsonl"})
+        assert_int_equal(chown((dir + name).c_str(), 0, 0), 0);
+    const auto r = summarise(dir, 0, 2, 3, 4096);
+    if (!r) fail_msg("%s", r.problem().text().c_str());
+    assert_contains(history_table(*r), "(rotate the files)");
+    assert_int_equal(system(("rm -rf " + dir).c_str()), 0);
+}
+
 // The prolog (root) appends where users may write: never through a link
 // (the victim keeps its text), never blocked by a FIFO, never into a file
 // a user made (its lines would not be trusted, and it is theirs).
@@ -540,6 +575,7 @@ int main() {
         cmocka_unit_test(since_takes_seconds_and_durations),
         cmocka_unit_test(append_makes_dir_and_file_readable),
         cmocka_unit_test(concurrent_appends_never_tear),
+        cmocka_unit_test(others_files_never_hide_the_history),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

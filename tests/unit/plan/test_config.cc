@@ -112,7 +112,7 @@ static void site_config_typos_warn_and_keep_defaults(void**) {
                                 "sysfs_root=relative", "default="});
     assert_int_equal(p.warnings.size(), 7);
     assert_contains(p.warnings[0], "unknown argument 'defualt=auto'");
-    assert_contains(p.warnings[0], "known: default, port_range, force, sysfs_root, preflight, history, metrics_dir");
+    assert_contains(p.warnings[0], "known: default, port_range, force, sysfs_root, user_sysfs_root, preflight, history, metrics_dir");
     assert_contains(p.warnings[1], "port_range='9-1'");
     assert_contains(p.warnings[1], "using port_range=20000-29999");
     assert_contains(p.warnings[2], "force='2' is not a yes or no; use 1/0, yes/no, true/false or on/off; using force=no");

@@ -363,11 +363,22 @@ static void sysfs_root_choice(void**) {
         if (k == "MN_NCCL_SYSFS_ROOT") return std::string("/fixtures/dgx");
         return std::nullopt;
     };
+    // slurmstepd reads no user's tree unless the site opened it, and says so.
     assert_str(sysfs_root(none, site), "/sys");
+    assert_str(sysfs_root(user, site), "/sys");
+    assert_contains(unread_sysfs_root(user, site), "MN_NCCL_SYSFS_ROOT=/fixtures/dgx is not read here: the node's /sys is");
+    assert_contains(unread_sysfs_root(user, site), "user_sysfs_root=yes");
+    assert_str(unread_sysfs_root(none, site), "");
+    site.user_sysfs_root = true;
     assert_str(sysfs_root(user, site), "/fixtures/dgx");
+    assert_str(unread_sysfs_root(user, site), "");
     site.sysfs_root = "/srv/sys";  // the admin's pins it: the user's is not read
     assert_str(sysfs_root(none, site), "/srv/sys");
     assert_str(sysfs_root(user, site), "/srv/sys");
+    assert_contains(unread_sysfs_root(user, site), "the node's /srv/sys is");
+    // mn-preflight runs as the user: the user's tree is theirs to name.
+    assert_str(user_sysfs_root(user), "/fixtures/dgx");
+    assert_str(user_sysfs_root(none), "/sys");
 }
 
 static void explain_names_each_choice(void**) {
