@@ -34,16 +34,28 @@ std::optional<std::string> read_line(const std::string& path) {
     return line.value();
 }
 
-std::vector<std::string> list_dir(const std::string& path) {
+// A tree the plugin reads as root may be a user's (user_sysfs_root=yes) or
+// garbled: each listing whose entries cost reads of their own stops after
+// `max` + 1 names (100,000 empty port directories once took 2.15 s and
+// 120 MB of user_init). More than `max` means "too many": callers say so.
+constexpr std::size_t kMaxHcas = 1024, kMaxPortsPerHca = 64, kMaxGids = 4096, kMaxNetdevs = 16384;
+
+std::vector<std::string> list_dir(const std::string& path, std::size_t max) {
     std::vector<std::string> out;
     DIR* d = opendir(path.c_str());
     if (!d) return out;
     while (dirent* e = readdir(d)) {
         std::string n = e->d_name;
-        if (n != "." && n != "..") out.push_back(n);
+        if (n == "." || n == "..") continue;
+        out.push_back(std::move(n));
+        if (out.size() > max) break;
     }
     closedir(d);
     return out;
+}
+
+std::string too_many(const std::string& what, std::size_t max, const std::string& dir) {
+    return "more than " + std::to_string(max) + " " + what + " in " + dir + ": not read (a node has far fewer; a garbled or forged tree)";
 }
 
 // mlx5_2 before mlx5_10.
@@ -108,7 +120,9 @@ bool oracle_cloud(const std::string& root) {
 // data. Any other count is some other VM, whose gVNICs are not listed.
 void read_gvnics(const std::string& root, std::vector<RdmaPort>& out) {
     std::vector<std::string> names;
-    for (const auto& n : list_dir(root + "/class/net"))
+    const auto netdevs = list_dir(root + "/class/net", kMaxNetdevs);
+    if (netdevs.size() > kMaxNetdevs) return;  // no A3 VM has so many
+    for (const auto& n : netdevs)
         if (gvnic_netdev(root, n)) names.push_back(n);
     if (names.size() != 5 && names.size() != 9) return;
     std::sort(names.begin(), names.end(), natural_less);
@@ -168,7 +182,7 @@ void read_port(const std::string& root, RdmaPort& p) {
         // The efa driver reports a rate of its own choosing (4X EDR in the
         // kernels read); one missing or unlike that is unknown, not a fault.
         if (auto rate = read_line(dir + "/rate")) p.rate_gbps = parse_rate(*rate).value_or(0);
-        auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net");
+        auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net", kMaxNetdevs);
         std::sort(nets.begin(), nets.end(), natural_less);
         if (!nets.empty()) p.netdev = nets.front();
         return;
@@ -185,7 +199,7 @@ void read_port(const std::string& root, RdmaPort& p) {
     }
     p.rate_gbps = *rate;
 
-    auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net");
+    auto nets = list_dir(root + "/class/infiniband/" + p.hca + "/device/net", kMaxNetdevs);
     std::sort(nets.begin(), nets.end(), natural_less);
     auto read_netdev = [&] {
         if (p.netdev.empty()) return;
@@ -202,7 +216,12 @@ void read_port(const std::string& root, RdmaPort& p) {
     // RoCE: the v2 GID with an IPv4-mapped address, lowest index first.
     std::string gid_netdev;
     std::vector<unsigned> indexes;
-    for (const auto& n : list_dir(dir + "/gids"))
+    const auto gids = list_dir(dir + "/gids", kMaxGids);
+    if (gids.size() > kMaxGids) {
+        p.problem = too_many("GIDs", kMaxGids, dir + "/gids");
+        return;
+    }
+    for (const auto& n : gids)
         if (all_digits(n)) indexes.push_back(static_cast<unsigned>(std::strtoul(n.c_str(), nullptr, 10)));
     std::sort(indexes.begin(), indexes.end());
     for (unsigned i : indexes) {
@@ -278,10 +297,24 @@ bool ipv4_mapped_gid(const std::string& gid) {
 
 std::vector<RdmaPort> read_sysfs_ports(const std::string& root) {
     std::vector<RdmaPort> out;
-    auto hcas = list_dir(root + "/class/infiniband");
+    auto hcas = list_dir(root + "/class/infiniband", kMaxHcas);
+    if (hcas.size() > kMaxHcas) {
+        RdmaPort p;
+        p.hca = "class/infiniband";
+        p.problem = too_many("devices", kMaxHcas, root + "/class/infiniband");
+        out.push_back(p);
+        return out;
+    }
     std::sort(hcas.begin(), hcas.end(), natural_less);
     for (const auto& hca : hcas) {
-        auto ports = list_dir(root + "/class/infiniband/" + hca + "/ports");
+        auto ports = list_dir(root + "/class/infiniband/" + hca + "/ports", kMaxPortsPerHca);
+        if (ports.size() > kMaxPortsPerHca) {
+            RdmaPort p;
+            p.hca = hca;
+            p.problem = too_many("ports", kMaxPortsPerHca, root + "/class/infiniband/" + hca + "/ports");
+            out.push_back(p);
+            continue;
+        }
         std::sort(ports.begin(), ports.end(), natural_less);
         if (ports.empty()) {
             RdmaPort p;

@@ -181,6 +181,29 @@ static void fifo_and_dev_zero_in_the_tree_skip_the_port(void**) {
     assert_int_equal(system(("rm -rf " + std::string(root)).c_str()), 0);
 }
 
+// A tree with thousands of port directories (issue 38: 100,000 took 2.15 s
+// and 120 MB of user_init): the HCA is skipped with a reason after 65
+// names, the good HCA beside it still chosen.
+static void thousands_of_ports_are_not_read(void**) {
+    char root[] = "/tmp/mn-sysfs-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    const std::string ib = std::string(root) + "/class/infiniband";
+    const std::string good = ib + "/mlx5_0/ports/1";
+    assert_int_equal(system(("mkdir -p " + good + " " + ib + "/mlx5_1/ports && cd " + ib +
+                             "/mlx5_1/ports && seq 1 3000 | xargs mkdir").c_str()),
+                     0);
+    std::ofstream(good + "/link_layer") << "InfiniBand\n";
+    std::ofstream(good + "/state") << "4: ACTIVE\n";
+    std::ofstream(good + "/rate") << "400 Gb/sec (4X NDR)\n";
+    const auto ports = read_sysfs_ports(root);
+    assert_true(ports.size() <= 2);
+    auto c = choose_fabric(ports, Mode::Auto);
+    if (!c) fail_msg("%s", c.problem().text().c_str());
+    assert_str(env_of(*c, "NCCL_IB_HCA"), "=mlx5_0:1");
+    assert_contains(verdict(*c, "mlx5_1:0").reason, "more than 64 ports in " + ib + "/mlx5_1/ports: not read");
+    assert_int_equal(system(("rm -rf " + std::string(root)).c_str()), 0);
+}
+
 // p4d.24xlarge: four EFA devices whose link layer the kernel calls
 // "Unknown". They are a fabric of their own, reached through aws-ofi-nccl:
 // no NCCL_IB_* and no NCCL_IB_DISABLE, libfabric's efa provider, and
@@ -488,6 +511,7 @@ static void azure_nd_h100_v5_takes_the_eight_mlx5_ib(void**) {
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fifo_and_dev_zero_in_the_tree_skip_the_port),
+        cmocka_unit_test(thousands_of_ports_are_not_read),
         cmocka_unit_test(kernel_formats),
         cmocka_unit_test(dgx_h100_takes_the_eight_ndr_hcas),
         cmocka_unit_test(dgx_a100_takes_the_eight_hdr_hcas),
