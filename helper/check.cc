@@ -29,21 +29,8 @@ namespace {
 
 // After a rank's phase failed: rank 0's word (done or stop) ends it.
 int await_verdict(Step& st, Follower& f) {
-    set_phase("waiting for rank 0's verdict");
-    while (true) {
-        std::string err;
-        // Rank 0 speaks at the end of its budget: listen a little longer.
-        auto m = f.inbox.next(Deadline::in(st.end.left() + 0.4), &err);
-        if (!m) {
-            std::fprintf(stderr, "mn-preflight: %s rank %u: no verdict from rank 0 (%s)\n", st.self.label.c_str(),
-                         st.self.rank, err.c_str());
-            return kTimeout;
-        }
-        if (const auto* w = std::get_if<msg::Word>(&*m)) {
-            mark_done();
-            return w->code;
-        }
-    }
+    return f.until_word(st.self, st.end, "waiting for rank 0's verdict", "no verdict from rank 0",
+                        [](const msg::FromLead&) { return true; });
 }
 
 int follow(Step& st) {

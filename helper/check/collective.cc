@@ -461,15 +461,7 @@ bool collect_results(Step& st, Lead& l) {
         if (m.kind == msg::Result::Kind::Peer) l.note(r, RankState::PeerError, m.error);
         return Reply::Taken;
     };
-    // A rank lost after its result came is the pair tests' to find.
-    auto lost = [&](const Heard& h) {
-        if (!waiting[h.rank]) return Reply::Ignored;
-        msg::Result gone;
-        gone.kind = msg::Result::Kind::Fault;
-        gone.error = h.gone(msg::stage_name(msg::Stage::Collective));
-        return take(h.rank, gone);
-    };
-    const bool failed = !l.await_replies(waiting, l.own, st.end, take, lost);
+    const bool failed = !l.await_replies(waiting, l.own, st.end, take);
     bool all = true;
     for (uint32_t r = 0; r < world; ++r) {
         if (!waiting[r]) continue;

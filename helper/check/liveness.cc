@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Heartbeats between rank 0 and every other rank, from threads of their
-// own (step.h says why beat_period and kSilence are what they are): rank 0's Hub
-// and a rank's Inbox. Neither waits on the phases' threads, so a rank busy
-// in a long GPU call still answers, and a rank that stops answering is
-// named within kSilence, in the phase rank 0 was in.
+// Heartbeats between rank 0 and every other rank, from the process's one
+// control thread (step.h says why beat_period and kSilence are what they
+// are): rank 0's Hub and a rank's Inbox, each a job of that thread. Neither
+// waits on the phases' threads, so a rank busy in a long GPU call still
+// answers, and a rank that stops answering is named within kSilence, in
+// the phase rank 0 was in.
 #include <signal.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -162,7 +163,7 @@ struct Hub::State {
 namespace {
 
 // The hub thread's own view of the ranks.
-struct Watch {
+struct HubView {
     std::map<uint32_t, Line*> lines;
     std::map<uint32_t, double> heard;  // the ranks still watched: when last heard
     // Who speaks for each rank: itself on its own line, or its node's
@@ -204,7 +205,7 @@ void push(Hub::State& s, Heard h) {
 // own message (or end), if the leader speaks for it. A leader that
 // claims a rank it does not speak for, or carries what does not decode,
 // is at fault itself.
-void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t leader, const msg::Relayed& rel) {
+void take_relayed(Hub::State& s, HubView& w, const Self& self, bool json, uint32_t leader, const msg::Relayed& rel) {
     // Queued together: one wake-up of rank 0's phase for the lot.
     std::vector<Heard> heard;
     heard.reserve(rel.parts.size());
@@ -213,7 +214,7 @@ void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t
         h.rank = c.rank;
         const auto owner = w.owner.find(c.rank);
         const bool speaks = owner != w.owner.end() && owner->second == leader;
-        if (c.what == "hello") {
+        if (c.what == msg::Carried::What::Hello) {
             auto hello = msg::decode<msg::Hello>(c.body.bytes);
             if (owner != w.owner.end() || c.rank == 0 || c.rank >= self.world || !hello || hello->rank != c.rank)
                 continue;  // came already, or not a rank of the step: the rendezvous never hears it
@@ -223,9 +224,9 @@ void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t
             h.via = leader;
         } else if (!speaks) {
             continue;
-        } else if (c.what == "gone") {
+        } else if (c.what == msg::Carried::What::Gone) {
             h.error = c.error;
-            h.silent = c.silent;
+            h.gone = c.silent ? Gone::StoppedAnswering : Gone::Ended;
         } else {
             auto m = msg::decode_from_rank(c.body.bytes);
             if (m) g_by_kind[m.value().index()].fetch_add(1, std::memory_order_relaxed);
@@ -234,7 +235,7 @@ void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t
             if (const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr) superseded(self, json, sup);
             if (m) h.msg = std::move(m.value());
             else {
-                h.garbled = true;
+                h.gone = Gone::Garbled;
                 h.error = m.problem().text();
             }
         }
@@ -248,7 +249,7 @@ void take_relayed(Hub::State& s, Watch& w, const Self& self, bool json, uint32_t
 }
 
 // A line's end (or silence): the ranks its leader spoke for go with it.
-void lose(Hub::State& s, Watch& w, Heard h) {
+void lose(Hub::State& s, HubView& w, Heard h) {
     w.heard.erase(h.rank);
     if (auto it = w.owner.find(h.rank); it != w.owner.end() && it->second == h.rank) w.owner.erase(it);
     if (auto it = w.speaks_for.find(h.rank); it != w.speaks_for.end()) {
@@ -263,7 +264,7 @@ void lose(Hub::State& s, Watch& w, Heard h) {
 }
 
 // A rank's message (or end), as the hub thread takes it.
-void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire::Mux::Event& e) {
+void take_event(Hub::State& s, HubView& w, const Self& self, bool json, const wire::Mux::Event& e) {
     const uint32_t r = static_cast<uint32_t>(e.key);
     Heard h;
     h.rank = r;
@@ -286,7 +287,7 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
             w.heard[r] = now_s();
             h.msg = std::move(m.value());
         } else {
-            h.garbled = true;
+            h.gone = Gone::Garbled;
             h.error = m.problem().text();
         }
     } else {
@@ -303,20 +304,21 @@ void take_event(Hub::State& s, Watch& w, const Self& self, bool json, const wire
 // (doc/scale.md).
 bool due_beat(const Line& line, double now, double period) { return now - line.sent_at() >= period / 2; }
 
-// The ranks of `heard` (when each was last heard) silent for kSilence. One
-// whose words wait unread is not: this thread is behind, not the rank.
-std::vector<uint32_t> fell_silent(std::map<uint32_t, double>& heard, const wire::Mux& mux, double now) {
-    std::vector<uint32_t> silent;
+// The ranks of `heard` (when each was last heard) that stopped answering:
+// nothing for kSilence. One whose words wait unread has not: this thread is
+// behind, not the rank.
+std::vector<uint32_t> stopped_answering(std::map<uint32_t, double>& heard, const wire::Mux& mux, double now) {
+    std::vector<uint32_t> out;
     for (auto& [r, t] : heard)
         if (now - t > kSilence) {
             if (mux.pending(r)) t = now;
-            else silent.push_back(r);
+            else out.push_back(r);
         }
-    return silent;
+    return out;
 }
 
 // Heartbeats out, silences in.
-void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat, double period) {
+void beat_and_watch(Hub::State& s, HubView& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
     if (now >= next_beat) {
         const wire::Body beat = msg::encode(msg::Beat{stage});
@@ -327,11 +329,11 @@ void beat_and_watch(Hub::State& s, Watch& w, msg::Stage stage, double& next_beat
             }
         next_beat = now + period;
     }
-    for (uint32_t r : fell_silent(w.heard, s.mux, now)) {
+    for (uint32_t r : stopped_answering(w.heard, s.mux, now)) {
         Heard h;
         h.rank = r;
-        h.silent = true;
-        h.error = "nothing heard from it for " + num(kSilence, -1) + " s";
+        h.gone = Gone::StoppedAnswering;
+        h.error = silence_words();
         lose(s, w, std::move(h));
     }
 }
@@ -342,7 +344,7 @@ struct HubRun {
     std::shared_ptr<Hub::State> s;
     Self self;
     bool json = false;
-    Watch w;
+    HubView w;
     Pulse pulse;
     double next_beat = 0;
     bool turn() {
@@ -526,7 +528,7 @@ bool take_word(Inbox::State& s, Rank0& r0, const Self& self, Node& node, const w
     }
     auto m = msg::decode_from_lead(*e.msg);
     if (!m) {
-        r0.lost.garbled = true;
+        r0.lost.gone = Gone::Garbled;
         r0.lost.error = m.problem().text();
         return false;
     }
@@ -543,7 +545,7 @@ bool take_word(Inbox::State& s, Rank0& r0, const Self& self, Node& node, const w
     for (const wire::Body* b : own) {
         auto mine = msg::decode_from_lead(*b);
         if (!mine || std::holds_alternative<msg::Relay>(mine.value())) {
-            r0.lost.garbled = true;
+            r0.lost.gone = Gone::Garbled;
             r0.lost.error = mine ? "a Relay inside a Relay" : mine.problem().text();
             return false;
         }
@@ -566,7 +568,7 @@ void admit_member(Inbox::State& s, Node& node, const Self& self, Guest& g) {
     auto line = std::make_unique<Line>(std::move(g.fd), std::move(g.seal));
     s.mux.add(g.rank, line->fd(), line->seal());
     node.heard[g.rank] = now_s();
-    node.up.push_back({g.rank, "hello", {std::move(g.first)}, "", false});
+    node.up.push_back({g.rank, msg::Carried::What::Hello, {std::move(g.first)}, "", false});
     node.lines[g.rank] = std::move(line);
 }
 
@@ -576,13 +578,13 @@ void take_member(Node& node, const wire::Mux::Event& e) {
     if (!node.heard.count(r)) return;
     if (!e.msg) {
         node.heard.erase(r);
-        node.up.push_back({r, "gone", {}, e.error, false});
+        node.up.push_back({r, msg::Carried::What::Gone, {}, e.error, false});
         return;
     }
     node.heard[r] = now_s();
     auto m = msg::decode_from_rank(*e.msg);
     if (m && std::holds_alternative<msg::Beat>(m.value())) return;
-    node.up.push_back({r, "said", {*e.msg}, "", false});
+    node.up.push_back({r, msg::Carried::What::Said, {*e.msg}, "", false});
 }
 
 // A leader: beats to its node's ranks, their silences, and what they said
@@ -599,9 +601,9 @@ void serve_node(Inbox::State& s, Node& node, Line& up, msg::Stage stage, bool qu
                 if (node.heard.count(r) && due_beat(*line, now, period)) line->send_fields(beat, Deadline::in(1));
             next_beat = now + period;
         }
-        for (uint32_t r : fell_silent(node.heard, s.mux, now)) {
+        for (uint32_t r : stopped_answering(node.heard, s.mux, now)) {
             node.heard.erase(r);
-            node.up.push_back({r, "gone", {}, "nothing heard from it for " + num(kSilence, -1) + " s", true});
+            node.up.push_back({r, msg::Carried::What::Gone, {}, silence_words(), true});
         }
     }
     send_batched<msg::Relayed>(up, node.up, Deadline::in(1),
@@ -652,8 +654,8 @@ struct InboxRun {
         if (node.door) serve_node(*s, node, *ctl, r0.stage, quiet || skipped, next_node_beat, period);
         if (!lost && now_s() - r0.heard > kSilence && s->mux.pending(0)) r0.heard = now_s();  // behind, not lost
         if (!lost && now_s() - r0.heard > kSilence) {
-            r0.lost.silent = true;
-            r0.lost.error = "nothing heard from it for " + num(kSilence, -1) + " s";
+            r0.lost.gone = Gone::StoppedAnswering;
+            r0.lost.error = silence_words();
             lost = true;
         }
         if (!lost) return true;
@@ -664,7 +666,7 @@ struct InboxRun {
         }
         // The watchdog is this thread's: a timer keeps --timeout meanwhile.
         watchdog_to_timer();
-        take_over(me, r0.roster, r0.lost.gone(msg::stage_name(r0.stage)), *ctl, [this](const msg::Word& w) {
+        take_over(me, r0.roster, loss_words(r0.lost, r0.stage), *ctl, [this](const msg::Word& w) {
             const wire::Body b = msg::encode(msg::FromLead(msg::Word{false, w.code, w.why}));
             for (auto& [r, line] : node.lines) line->send_fields(b, Deadline::in(0.5));
         });

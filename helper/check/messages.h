@@ -118,8 +118,9 @@ struct Hello {
 
 // ---- both ways, on the control connection ----------------------------------
 
-// A heartbeat: every kBeat seconds each way, from a thread of its own, so
-// that a rank busy in a long GPU call still answers. Rank 0's says where it is.
+// A heartbeat: every beat period each way, from the process's control
+// thread, so that a rank busy in a long GPU call still answers. Rank 0's
+// says where it is.
 struct Beat {
     Stage stage = Stage::Rendezvous;
     auto tie() const { return std::tie(stage); }
@@ -225,6 +226,7 @@ struct Ready {
     // the rendezvous (loading NCCL and CUDA takes a while); "" if not read
     // in time.
     std::string fingerprint;
+    auto tie() const { return std::tie(error, health, fingerprint); }
 };
 
 // A rank's part of the collective.
@@ -316,13 +318,15 @@ struct Relay {
 };
 
 // A node's leader -> rank 0: what its node's ranks said since its last
-// Relayed, in the order they said it. `what`: "hello" (body: the rank's
-// Hello, which joins it to the step through this leader), "said" (body: a
-// message a rank sends rank 0) or "gone" (its line to the leader ended, or
-// it fell silent: error says how, silent which).
+// Relayed, in the order they said it. `what`: Hello (body: the rank's
+// Hello, which joins it to the step through this leader), Said (body: a
+// message a rank sends rank 0) or Gone (its line to the leader ended, or
+// it stopped answering: error says how, `silent` which; the wire's word
+// for what step.h calls Gone::StoppedAnswering).
 struct Carried {
+    enum class What { Hello, Said, Gone };  // on the wire: "hello", "said", "gone"
     uint32_t rank = 0;
-    std::string what;
+    What what = What::Said;
     Nested body;
     std::string error;
     bool silent = false;
@@ -353,7 +357,7 @@ wire::Body encode(const FromRank& m);
 // One of the messages that may come on the control connection.
 Outcome<FromLead> decode_from_lead(const wire::Body& body);
 Outcome<FromRank> decode_from_rank(const wire::Body& body);
-// The phases' names for three of them.
+// The phases' names for two of them.
 inline Outcome<Word> decode_word(const wire::Body& b) { return decode<Word>(b); }
 inline Outcome<TakeoverReport> decode_takeover_report(const wire::Body& b) { return decode<TakeoverReport>(b); }
 
@@ -367,6 +371,7 @@ template <typename M, typename = decltype(std::declval<const M&>().tie())>
 bool operator==(const M& a, const M& b) {
     return a.tie() == b.tie();
 }
+// Ready's readings have no == of their own: compared as they travel.
 bool operator==(const Ready& a, const Ready& b);
 
 }  // namespace mn::check::msg

@@ -228,8 +228,7 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
         l.stop_the_rest();
         return Reply::Stop;
     };
-    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Readiness); };
-    if (!l.await_replies(waiting, l.own_ready, st.ready_by, take, lost)) return false;
+    if (!l.await_replies(waiting, l.own_ready, st.ready_by, take)) return false;
     if (std::find(waiting.begin(), waiting.end(), true) == waiting.end()) return true;
     for (uint32_t r = 0; r < st.self.world; ++r)
         if (waiting[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");

@@ -363,11 +363,13 @@ bool admit_joined(Lead& l, Heard& h, std::vector<bool>& have) {
 // rendezvous ends with it named (noted), the others stopped by it.
 void lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
     place_nodes(l, have);
-    l.note(h.rank, RankState::Fault, h.gone(msg::stage_name(msg::Stage::Rendezvous)));
+    std::vector<bool> absent_mask(have.size());
     std::vector<uint32_t> absent;
-    for (uint32_t r = 0; r < have.size(); ++r)
+    for (uint32_t r = 0; r < have.size(); ++r) {
+        absent_mask[r] = !have[r];
         if (!have[r]) absent.push_back(r);
-        else if (r != h.rank) l.note(r, RankState::Stopped, "");
+    }
+    l.lose(h, absent_mask);
     if (!absent.empty())
         l.rep.notes.push_back((absent.size() == 1 ? "rank " : "ranks ") + rank_ranges(absent) + " had not arrived yet");
 }

@@ -26,11 +26,6 @@
 
 namespace mn::check {
 
-std::string env_or(const char* name, const std::string& dflt) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : dflt;
-}
-
 Budgets Budgets::of(double t) {
     Budgets b;
     b.rendezvous = std::max(1.0, t * 0.5);
@@ -105,9 +100,20 @@ void Lead::stop_the_rest() {
         if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
 }
 
-Reply Lead::lost_in(const Heard& h, msg::Stage s) {
-    note(h.rank, RankState::Fault, h.gone(msg::stage_name(s)));
-    stop_the_rest();
+Reply Lead::lose(const Heard& h, const std::vector<bool>& waiting) {
+    const msg::Stage s = hub.stage();
+    const bool owed = waiting[h.rank];
+    const bool carried_owed =
+        std::any_of(h.carried.begin(), h.carried.end(), [&](uint32_t m) { return m < waiting.size() && waiting[m]; });
+    if (s == msg::Stage::Collective && !owed && !carried_owed) return Reply::Ignored;
+    note(h.rank, RankState::Fault, loss_words(h, s));
+    if (s == msg::Stage::Rendezvous) {
+        // `waiting`: the ranks not yet come, named apart (lost_in_rendezvous).
+        for (uint32_t r = 0; r < waiting.size(); ++r)
+            if (!waiting[r] && r != h.rank) note(r, RankState::Stopped, "");
+        return Reply::Stop;
+    }
+    if (s != msg::Stage::Collective || !owed) stop_the_rest();
     return Reply::Stop;
 }
 
@@ -127,10 +133,16 @@ std::vector<std::set<unsigned>> Lead::pids_by_node() const {
     return out;
 }
 
-std::string Heard::gone(const std::string& phase) const {
-    if (silent) return "stopped answering in " + phase + " (" + error + ")";
-    if (garbled) return "sent rank 0 a message that does not decode during " + phase + " (" + error + ")";
-    return "its process ended during " + phase + " (" + error + ")";
+std::string silence_words() { return "nothing heard from it for " + num(kSilence, -1) + " s"; }
+
+std::string loss_words(const Heard& h, msg::Stage s) {
+    const std::string phase = msg::stage_name(s);
+    switch (h.gone) {
+    case Gone::StoppedAnswering: return "stopped answering in " + phase + " (" + h.error + ")";
+    case Gone::Garbled: return "sent rank 0 a message that does not decode during " + phase + " (" + h.error + ")";
+    case Gone::Ended: break;
+    }
+    return "its process ended during " + phase + " (" + h.error + ")";
 }
 
 namespace {
@@ -303,7 +315,7 @@ Problem starved(const std::string& what, int err) {
 
 namespace {
 
-struct Watch {
+struct Watchdog {
     std::mutex mu;
     std::string phase = "rendezvous";
     std::string waiting_for;  // rank 0: who has not reported
@@ -316,26 +328,26 @@ struct Watch {
     Pulse pulse;
 };
 
-Watch& watch() {
-    static Watch w;
+Watchdog& watchdog() {
+    static Watchdog w;
     return w;
 }
 
 }  // namespace
 
 void set_phase(const std::string& p, const std::string& waiting) {
-    std::lock_guard<std::mutex> g(watch().mu);
-    watch().phase = p;
-    watch().waiting_for = waiting;
+    std::lock_guard<std::mutex> g(watchdog().mu);
+    watchdog().phase = p;
+    watchdog().waiting_for = waiting;
 }
 
 void mark_done() {
-    std::lock_guard<std::mutex> g(watch().mu);
-    watch().done = true;
+    std::lock_guard<std::mutex> g(watchdog().mu);
+    watchdog().done = true;
 }
 
 void watchdog_turn() {
-    Watch& w = watch();
+    Watchdog& w = watchdog();
     std::lock_guard<std::mutex> g(w.mu);
     if (!w.armed || w.done) return;
     // A process that was stopped (SIGSTOP) past its time does not claim
@@ -362,14 +374,14 @@ void watchdog_turn() {
 }
 
 void watchdog_to_timer() {
-    std::lock_guard<std::mutex> g(watch().mu);
-    if (watch().armed && !watch().done) exit_at(watch().until - now_s(), kTimeout);
+    std::lock_guard<std::mutex> g(watchdog().mu);
+    if (watchdog().armed && !watchdog().done) exit_at(watchdog().until - now_s(), kTimeout);
 }
 
 Outcome<bool> start_watchdog(double seconds, const Self& self, bool json) {
     {
-        std::lock_guard<std::mutex> g(watch().mu);
-        Watch& w = watch();
+        std::lock_guard<std::mutex> g(watchdog().mu);
+        Watchdog& w = watchdog();
         w.armed = true;
         w.seconds = seconds;
         w.until = now_s() + seconds;

@@ -8,11 +8,12 @@
 //   collective.cc  the all-reduce (NCCL or a TCP ring), bounded by time
 //   pairs.cc       pair tests between nodes and between a node's GPUs
 //   verdict.cc     blame by evidence, the table or JSON, done or stop
-// Beside them, on the process's one control thread (liveness.cc): the
-// watchdog, heartbeats both ways (a rank silent for kSilence or gone is
-// named at once) and takeover.cc (rank 0 lost: a standby gives the
-// verdict); above kGatherAbove ranks node.cc (a node's ranks speak to rank
-// 0 through their node's leader, which the control thread relays).
+// Beside them, on the process's one control thread (liveness.cc; the
+// watchdog's turn is step.cc's): heartbeats both ways (a rank that stops
+// answering for kSilence, or ends, is named at once) and takeover.cc
+// (rank 0 lost: a standby gives the verdict); above kGatherAbove ranks
+// node.cc (a node's ranks speak to rank 0 through their node's leader,
+// which the control thread relays).
 // messages.h holds what they say to each other. helper/check.cc runs them.
 #pragma once
 
@@ -46,8 +47,6 @@ namespace mn::check {
 
 using wire::Deadline;
 using wire::Fd;
-
-std::string env_or(const char* name, const std::string& dflt = "");
 
 // What this process is, from Slurm's and the plugin's variables.
 struct Self {
@@ -93,6 +92,22 @@ Outcome<std::thread> start_thread(const std::string& what, Fn&& fn) {
         return starved("cannot start " + what, e.code().value());
     }
 }
+
+// ---- the watchdog (step.cc) -------------------------------------------------
+// The watchdog: nothing outlives --timeout. set_phase names what a
+// time-out would name (and, on rank 0, who it waits for); start_watchdog
+// starts the process's control thread (below), or says why it cannot.
+void set_phase(const std::string& p, const std::string& waiting = "");
+Outcome<bool> start_watchdog(double seconds, const Self& self, bool json);
+// One look at the time, from the control thread's every turn.
+void watchdog_turn();
+// The control thread leaves its turns for good (a takeover): what is left
+// of --timeout goes to a timer instead (exit_at).
+void watchdog_to_timer();
+// Ends the process with `code` in `seconds`, by SIGALRM: no thread needed.
+void exit_at(double seconds, int code);
+void mark_done();
+void progress(const Self& self, const std::string& line);
 
 // ---- liveness (liveness.cc) --------------------------------------------------
 // Heartbeats on the control connections, both ways, from the process's
@@ -146,7 +161,7 @@ private:
     double last_ = now_s();
 };
 
-// A control connection: a phase's thread and the heartbeat thread both
+// A control connection: a phase's thread and the control thread both
 // send on it, one whole message at a time.
 // Every message on it is sealed (doorway.h: the handshake's key).
 class Line {
@@ -203,28 +218,35 @@ void send_batched(Line& line, std::vector<Part>& parts, const Deadline& d, Bytes
     if (!batch.parts.empty()) line.send(batch, d);
 }
 
-// What rank 0 hears from a rank: a message, or why none will come (its
-// connection ended, it stopped answering, or it sent something that does
-// not decode: its fault).
+// How a rank is gone: its line ended, it stopped answering (nothing heard
+// from it for kSilence: a fault, named at once), or it sent what does not
+// decode (its fault). Not RankState::Silent, which is a rank that never
+// reported before a phase's deadline and is named only at the verdict.
+enum class Gone { Ended, StoppedAnswering, Garbled };
+// The detail of Gone::StoppedAnswering: "nothing heard from it for 3 s".
+std::string silence_words();
+
+// What rank 0 hears from a rank: a message, or why none will come.
 struct Heard {
     uint32_t rank = 0;
     std::optional<msg::FromRank> msg;
-    std::string error;
-    bool garbled = false;
-    bool silent = false;
+    Gone gone = Gone::Ended;  // without a message
+    std::string error;        // the detail: the line's error, the silence, what did not decode
     // A rank that joined through its node's leader `via` (node.cc): its
     // hello, for the rendezvous to admit.
     std::optional<msg::Hello> joined;
     uint32_t via = 0;
     // A leader lost: the ranks it spoke for, who can no longer reply.
     std::vector<uint32_t> carried;
-    // Why this rank is gone, in `phase` ("the all-reduce"): for the verdict.
-    std::string gone(const std::string& phase) const;
 };
+// The one wording of a loss, for the verdict and a standby's lines: why
+// rank `h.rank` is gone, in stage s ("stopped answering in the all-reduce
+// (nothing heard from it for 3 s)").
+std::string loss_words(const Heard& h, msg::Stage s);
 
 // The control thread's job beside the watchdog: one turn of the hub's or
 // the inbox's loop (waiting 0.1 s at most); false when it is done. One job
-// at a time; control_attach replaces none.
+// at a time: control_attach replaces the one attached.
 void control_attach(std::function<bool()> turn);
 // Starts the control thread (start_watchdog does, at launch): the problem
 // naming this rank when the system gives no thread.
@@ -429,6 +451,30 @@ struct Follower {
     Line ctl;
     Inbox inbox;
     int code = kTimeout;  // its exit when join() fails: kUsage for another release's rank 0
+
+    // The one wait of a rank on rank 0 until its word (done or stop): each
+    // other message goes to serve(m), false when this rank cannot go on
+    // (kTimeout). Rank 0 speaks at the end of its budget, so the wait lasts
+    // a little longer than `end`; none by then: "mn-preflight: HOST rank R:
+    // <none> (why)" and kTimeout. `doing` is the watchdog's phase meanwhile.
+    template <typename Serve>
+    int until_word(const Self& self, const Deadline& end, const char* doing, const char* none, Serve serve) {
+        while (true) {
+            set_phase(doing);
+            std::string err;
+            auto m = inbox.next(Deadline::in(end.left() + 0.4), &err);
+            if (!m) {
+                std::fprintf(stderr, "mn-preflight: %s rank %u: %s (%s)\n", self.label.c_str(), self.rank, none,
+                             err.c_str());
+                return kTimeout;
+            }
+            if (const auto* w = std::get_if<msg::Word>(&*m)) {
+                mark_done();
+                return w->code;
+            }
+            if (!serve(*m)) return kTimeout;
+        }
+    }
 };
 
 // What rank 0's hub heard, by kind ("Beat", "Ready", ...), and the beats it
@@ -513,18 +559,23 @@ struct Lead {
     void tell_bodies(const std::vector<std::pair<uint32_t, wire::Body>>& each, const Deadline& d);
     // Marks every rank not yet at fault stopped (another rank failed).
     void stop_the_rest();
-    // A rank lost while rank 0 waited in stage s: its fault, the others
-    // stopped, the wait ended.
-    Reply lost_in(const Heard& h, msg::Stage s);
+    // The one answer to "a rank is lost (its line ended, it stopped
+    // answering, it sent garbage), what now?" while rank 0 waits on the
+    // ranks marked in `waiting`: noted as its fault in loss_words, the
+    // others stopped, the wait ended. In the all-reduce a rank lost after
+    // its result is the pair tests' to find (Ignored), unless it was a
+    // node's leader that carried ranks still owing theirs; there a rank
+    // lost while waited for is a fault like a failed result, and those
+    // that replied keep it.
+    Reply lose(const Heard& h, const std::vector<bool>& waiting);
     // Rank 0's wait for a message M from each rank still marked in
     // `waiting`, its own from `mine` (its thread), in the order they come,
     // until `until`: readiness, the all-reduce's results, pair rounds and
-    // GPU retests all wait so. take(rank, m) and lost(heard) (a rank whose
-    // line ended or that fell silent, waited for or not) say what it did;
-    // a rank Taken or Stopped is no longer waited for. False when one of
-    // them said Stop; the ranks still marked never replied.
-    template <typename M, typename Take, typename Lost>
-    bool await_replies(std::vector<bool>& waiting, std::future<M>& mine, const Deadline& until, Take take, Lost lost) {
+    // GPU retests all wait so. take(rank, m) says what a reply did, lose()
+    // what a loss did; a rank Taken or Stopped is no longer waited for.
+    // False when one of them said Stop; the ranks still marked never replied.
+    template <typename M, typename Take>
+    bool await_replies(std::vector<bool>& waiting, std::future<M>& mine, const Deadline& until, Take take) {
         auto left = std::count(waiting.begin(), waiting.end(), true);
         auto settle = [&](uint32_t r, Reply what) {
             if (what != Reply::Ignored && waiting[r]) {
@@ -543,13 +594,7 @@ struct Lead {
             auto h = hear(Deadline::in(std::min(0.05, std::max(0.0, until.left()))));
             if (!h || h->joined) continue;  // a hello after the rendezvous: too late to join
             if (!h->msg) {
-                Reply what = lost(*h);
-                // A leader lost after its own reply still carried ranks
-                // that owe theirs: they cannot reply now, and are not to blame.
-                if (what == Reply::Ignored &&
-                    std::any_of(h->carried.begin(), h->carried.end(), [&](uint32_t m) { return waiting[m]; }))
-                    what = lost_in(*h, hub.stage());
-                if (!settle(h->rank, what)) return false;
+                if (!settle(h->rank, lose(*h, waiting))) return false;
                 continue;
             }
             const M* m = std::get_if<M>(&*h->msg);
@@ -575,19 +620,6 @@ void log_start(const Self& self, double start);
 // NCCL's communicators, comes after).
 void log_end(const Self& self, const char* what);
 
-// The watchdog: nothing outlives --timeout. Starts the process's control
-// thread (above), or says why it cannot.
-void set_phase(const std::string& p, const std::string& waiting = "");
-Outcome<bool> start_watchdog(double seconds, const Self& self, bool json);
-// One look at the time, from the control thread's every turn.
-void watchdog_turn();
-// The control thread leaves its turns for good (a takeover): what is left
-// of --timeout goes to a timer instead (exit_at).
-void watchdog_to_timer();
-// Ends the process with `code` in `seconds`, by SIGALRM: no thread needed.
-void exit_at(double seconds, int code);
-void mark_done();
-void progress(const Self& self, const std::string& line);
 
 // Test hooks, obeyed only by a build configured with --enable-test-hooks
 // (scripts/build.sh; never the packages).

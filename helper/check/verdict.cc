@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Phase 5, the verdict: blame by evidence (lib/blame: the ranks that found
+// Phase 5, the verdict: blame by evidence (lib/check/blame: the ranks that found
 // a fault, else those that never reported; the others only waited on
 // them), the table or JSON, and every rank told done or stop. Budget: the
 // last half second of --timeout.
