@@ -10,7 +10,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "helper/gpu.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/job_gpus.h"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/util/text.h"
 
 namespace mn::check {
@@ -515,8 +515,7 @@ bool sum_up(Step& st, Lead& l) {
 }  // namespace
 
 bool lead_collective(Step& st, Lead& l) {
-    l.phase = "collective";
-    l.hub.stage(msg::Stage::Collective);
+    l.enter(msg::Stage::Collective);
     l.cost.mark("readiness", st.start);
     start_collective(st, l);
     l.cost.mark("go", st.start);

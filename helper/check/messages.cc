@@ -423,6 +423,8 @@ Outcome<FromRank> decode_from_rank(const wire::Body& body) {
     return decode_one_of<FromRank>(body, "a rank never sends rank 0");
 }
 
+const char* stage_word(Stage s) { return kStageWords[static_cast<int>(s)]; }
+
 const char* stage_name(Stage s) {
     static const char* const names[] = {"the rendezvous", "readiness", "the all-reduce", "the pair tests", "the verdict"};
     return names[static_cast<int>(s)];

@@ -25,7 +25,8 @@ namespace mn::check::msg {
 // The check's phases, as rank 0 announces them in its heartbeats and as
 // messages name them ("stopped answering in the all-reduce").
 enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
-const char* stage_name(Stage s);
+const char* stage_name(Stage s);  // "the all-reduce"
+const char* stage_word(Stage s);  // "collective": the word on the wire, and a time-out's phase
 
 // ---- the handshake of every connection (helper/check/doorway.h) ----------
 

@@ -20,7 +20,7 @@
 #include <map>
 #include <optional>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/check/retest.h"
 #include "lib/util/machine.h"
 #include "lib/util/text.h"
@@ -490,8 +490,7 @@ void gpu_pair_plan(const Step& st, Lead& l) {
 }
 
 void lead_pairs(Step& st, Lead& l) {
-    l.phase = "pairs";
-    l.hub.stage(msg::Stage::Pairs);
+    l.enter(msg::Stage::Pairs);
     if (l.gpu_path) {
         gpu_pairs(st, l);
         gpu_retests(st, l);

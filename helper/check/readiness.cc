@@ -17,7 +17,7 @@
 #include <new>
 #include <set>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/check/gpu_health.h"
@@ -263,8 +263,7 @@ bool gpus_healthy(Lead& l) {
 }  // namespace
 
 bool lead_readiness(Step& st, Lead& l) {
-    l.phase = "readiness";
-    l.hub.stage(msg::Stage::Readiness);
+    l.enter(msg::Stage::Readiness);
     l.note(0, RankState::Done, "");
     if (!choose_path(st, l)) return false;
     start_nccl_init(st, prepare_for(st, l, 0));

@@ -17,7 +17,7 @@
 #include <map>
 #include <set>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"
@@ -421,7 +421,7 @@ void place_nodes(Lead& l, const std::vector<bool>& have) {
 
 bool gather(Step& st, Lead& l) {
     const Self& self = st.self;
-    l.phase = "rendezvous";
+    l.enter(msg::Stage::Rendezvous);
     uint16_t bound = 0;
     // On MASTER_ADDR itself (an address of this node), not every interface.
     auto lfd = wire::listen_tcp(st.bind_addr, self.port, &bound);
@@ -435,7 +435,6 @@ bool gather(Step& st, Lead& l) {
     clock_gettime(CLOCK_REALTIME, &ts);
     l.cost.start_unix = ts.tv_sec + ts.tv_nsec / 1e9 - (now_s() - st.start);
     l.hub.start(self, st.o.json);
-    l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
     l.members[0].hello = st.hello;
     l.members[0].hello.data_addr = st.bind_addr.empty() ? self.master : st.bind_addr;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "helper/check/step.h"
+#include "helper/check/lead.h"
 
 #include "build_config.h"
 
@@ -100,8 +101,16 @@ void Lead::stop_the_rest() {
         if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
 }
 
+void Lead::enter(msg::Stage s) {
+    stage_ = s;
+    hub.stage(s);
+    if (s == msg::Stage::Verdict) return;
+    phase = msg::stage_word(s);
+    set_phase(phase);
+}
+
 Reply Lead::lose(const Heard& h, const std::vector<bool>& waiting) {
-    const msg::Stage s = hub.stage();
+    const msg::Stage s = stage_;
     const bool owed = waiting[h.rank];
     const bool carried_owed =
         std::any_of(h.carried.begin(), h.carried.end(), [&](uint32_t m) { return m < waiting.size() && waiting[m]; });

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/plan/hostlist.h"
 
 namespace mn::check {

@@ -11,7 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/util/json.h"
 #include "lib/util/text.h"
 
@@ -82,7 +82,7 @@ void fail_closed(const Step& st, Lead& l) {
 
 int verdict(Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
-    l.hub.stage(msg::Stage::Verdict);
+    l.enter(msg::Stage::Verdict);
     // What the ranks sent is read first: if they ended the check while this
     // process was stopped (a Superseded), their verdict stands, not this one.
     l.hub.settle();
