@@ -25,7 +25,7 @@ struct Member {
     msg::Hello hello;
     std::string fingerprint;  // its node's software, from its readiness ("" from all but a node's first task, or if late)
     Line ctl;  // rank 0's own entry has none, nor does a rank that joined through its node's leader
-    std::optional<uint32_t> via;  // that leader
+    std::optional<uint32_t> via;  // that rank's node's speaker: the one record of who speaks for whom
     uint32_t node_index = 0;
 };
 
@@ -96,8 +96,11 @@ struct Lead {
     // The ranks of this step as rank 0 numbers them, for messages.
     std::string who(uint32_t rank) const;
     void note(uint32_t rank, RankState s, const std::string& error);
-    // The next message from any rank (or a rank's end); none at d.
-    std::optional<Heard> hear(const Deadline& d) { return hub.next(d); }
+    // The next word from any rank (or a rank's end); none at d. A word a
+    // speaker carried counts only for the ranks that Member::via says it
+    // speaks for (a hello goes to the rendezvous' admit); a speaker whose
+    // own line is lost takes those ranks with it (Heard::carried).
+    std::optional<Heard> hear(const Deadline& d);
     // Sends rank r (not 0) a message: on its line, or through its node's leader.
     template <typename M>
     void tell(uint32_t r, const M& m, const Deadline& d) {

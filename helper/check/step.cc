@@ -62,43 +62,55 @@ void Lead::note(uint32_t rank, RankState s, const std::string& error) {
 
 namespace {
 
-// A leader's Relay of `parts`, sealed on its line (a Plan per rank at 8
+// A speaker's Relay of `parts`, sealed on its line (a Plan per rank at 8
 // ranks a node is far below one message's limit).
 void relay(Line& line, std::vector<msg::RelayPart>& parts, const Deadline& d) {
-    send_batched<msg::Relay>(line, parts, d,
-                             [](const msg::RelayPart& p) { return p.body.bytes.size() + 8 * p.to.size() + 16; });
+    line.send_batched<msg::Relay>(parts, d,
+                                  [](const msg::RelayPart& p) { return p.body.bytes.size() + 8 * p.to.size() + 16; });
 }
 
 }  // namespace
 
 void Lead::tell_same(const wire::Body& body, const Deadline& d) {
-    std::map<uint32_t, std::vector<uint32_t>> by_leader;
+    std::map<uint32_t, std::vector<uint32_t>> by_speaker;
     for (uint32_t r = 1; r < members.size(); ++r)
-        if (members[r].via) by_leader[*members[r].via].push_back(r);
+        if (members[r].via) by_speaker[*members[r].via].push_back(r);
     for (uint32_t r = 1; r < members.size(); ++r)
-        if (!members[r].via && members[r].ctl && !by_leader.count(r)) members[r].ctl.send_fields(body, d);
-    for (auto& [leader, to] : by_leader) {
-        to.insert(to.begin(), leader);
+        if (!members[r].via && members[r].ctl && !by_speaker.count(r)) members[r].ctl.send_fields(body, d);
+    for (auto& [speaker, to] : by_speaker) {
+        to.insert(to.begin(), speaker);
         std::vector<msg::RelayPart> parts{{std::move(to), {body}}};
-        relay(members[leader].ctl, parts, d);
+        relay(members[speaker].ctl, parts, d);
     }
 }
 
 void Lead::tell_bodies(const std::vector<std::pair<uint32_t, wire::Body>>& each, const Deadline& d) {
-    std::map<uint32_t, std::vector<msg::RelayPart>> by_leader;
+    std::map<uint32_t, std::vector<msg::RelayPart>> by_speaker;
     for (const auto& [r, body] : each)
-        if (r < members.size() && members[r].via) by_leader[*members[r].via].push_back({{r}, {body}});
+        if (r < members.size() && members[r].via) by_speaker[*members[r].via].push_back({{r}, {body}});
     for (const auto& [r, body] : each) {
         if (r == 0 || r >= members.size() || members[r].via) continue;
-        if (auto it = by_leader.find(r); it != by_leader.end()) it->second.insert(it->second.begin(), {{r}, {body}});
+        if (auto it = by_speaker.find(r); it != by_speaker.end()) it->second.insert(it->second.begin(), {{r}, {body}});
         else if (members[r].ctl) members[r].ctl.send_fields(body, d);
     }
-    for (auto& [leader, parts] : by_leader) relay(members[leader].ctl, parts, d);
+    for (auto& [speaker, parts] : by_speaker) relay(members[speaker].ctl, parts, d);
 }
 
 void Lead::stop_the_rest() {
     for (uint32_t r = 0; r < members.size(); ++r)
         if (r >= evidence.size() || evidence[r].state == RankState::Done) note(r, RankState::Stopped, "");
+}
+
+std::optional<Heard> Lead::hear(const Deadline& d) {
+    while (auto h = hub.next(d)) {
+        if (h->via != 0 && !h->joined && (h->rank >= members.size() || members[h->rank].via != h->via))
+            continue;  // carried by a rank that does not speak for it
+        if (h->via == 0 && !h->msg)
+            for (uint32_t m = 1; m < members.size(); ++m)
+                if (members[m].via == h->rank) h->carried.push_back(m);
+        return h;
+    }
+    return std::nullopt;
 }
 
 void Lead::enter(msg::Stage s) {
@@ -115,7 +127,7 @@ Reply Lead::lose(const Heard& h, const std::vector<bool>& waiting) {
     const bool carried_owed =
         std::any_of(h.carried.begin(), h.carried.end(), [&](uint32_t m) { return m < waiting.size() && waiting[m]; });
     if (s == msg::Stage::Collective && !owed && !carried_owed) return Reply::Ignored;
-    note(h.rank, RankState::Fault, loss_words(h, s));
+    note(h.rank, RankState::Fault, loss_words(h.gone, h.error, s));
     if (s == msg::Stage::Rendezvous) {
         // `waiting`: the ranks not yet come, named apart (lost_in_rendezvous).
         for (uint32_t r = 0; r < waiting.size(); ++r)
@@ -140,18 +152,6 @@ std::vector<std::set<unsigned>> Lead::pids_by_node() const {
     for (std::size_t i = 0; i < rep.nodes.size(); ++i)
         if (!rep.nodes[i].ranks.empty()) out[i] = on_host[members[rep.nodes[i].ranks.front()].hello.host];
     return out;
-}
-
-std::string silence_words() { return "nothing heard from it for " + num(kSilence, -1) + " s"; }
-
-std::string loss_words(const Heard& h, msg::Stage s) {
-    const std::string phase = msg::stage_name(s);
-    switch (h.gone) {
-    case Gone::StoppedAnswering: return "stopped answering in " + phase + " (" + h.error + ")";
-    case Gone::Garbled: return "sent rank 0 a message that does not decode during " + phase + " (" + h.error + ")";
-    case Gone::Ended: break;
-    }
-    return "its process ended during " + phase + " (" + h.error + ")";
 }
 
 namespace {
@@ -277,128 +277,6 @@ Json ControlCost::json(double start) const {
             {"cpu_s", json_rounded(cpu, 4)},
             {"max_rss_kib", ru.ru_maxrss},
             {"messages_by_kind", by_kind}};
-}
-
-// ---- resources --------------------------------------------------------------
-
-namespace {
-
-struct Identity {
-    std::mutex mu;
-    std::string who = "mn-preflight";
-};
-
-Identity& identity() {
-    static Identity i;
-    return i;
-}
-
-}  // namespace
-
-void set_identity(const Self& self) {
-    std::lock_guard<std::mutex> g(identity().mu);
-    identity().who = "mn-preflight: rank " + std::to_string(self.rank) + " on " + self.label;
-}
-
-Problem starved(const std::string& what, int err) {
-    std::string who;
-    {
-        std::lock_guard<std::mutex> g(identity().mu);
-        who = identity().who;
-    }
-    std::string fix;
-    if (err == EAGAIN)
-        fix = "the host's thread or process limit is reached: raise ulimit -u (RLIMIT_NPROC; slurmd's LimitNPROC "
-              "with PropagateResourceLimits), the cgroup's pids.max (systemd's TasksMax) or kernel.threads-max";
-    else if (err == EMFILE)
-        fix = "this process's open-file limit is reached: raise ulimit -n (slurmd's LimitNOFILE with "
-              "PropagateResourceLimits)";
-    else if (err == ENFILE)
-        fix = "the host's open-file table is full: raise fs.file-max";
-    else if (err == ENOMEM)
-        fix = "the host is out of memory (or of map areas: vm.max_map_count)";
-    return Problem{who + ": " + what + ": " + std::strerror(err), fix};
-}
-
-// ---- the watchdog -------------------------------------------------------------
-
-namespace {
-
-struct Watchdog {
-    std::mutex mu;
-    std::string phase = "rendezvous";
-    std::string waiting_for;  // rank 0: who has not reported
-    bool done = false;
-    // Armed by start_watchdog.
-    bool armed = false;
-    double until = 0, seconds = 0;
-    Self self;
-    bool json = false;
-    Pulse pulse;
-};
-
-Watchdog& watchdog() {
-    static Watchdog w;
-    return w;
-}
-
-}  // namespace
-
-void set_phase(const std::string& p, const std::string& waiting) {
-    std::lock_guard<std::mutex> g(watchdog().mu);
-    watchdog().phase = p;
-    watchdog().waiting_for = waiting;
-}
-
-void mark_done() {
-    std::lock_guard<std::mutex> g(watchdog().mu);
-    watchdog().done = true;
-}
-
-void watchdog_turn() {
-    Watchdog& w = watchdog();
-    std::lock_guard<std::mutex> g(w.mu);
-    if (!w.armed || w.done) return;
-    // A process that was stopped (SIGSTOP) past its time does not claim
-    // a time-out at once when it resumes: the control thread's next turns
-    // first read what happened meanwhile (another rank's verdict, a stop).
-    if (w.pulse.skipped()) w.until = std::max(w.until, now_s() + 2.0);
-    if (now_s() < w.until) return;
-    const std::string what = "phase " + w.phase + " did not finish within --timeout " + num(w.seconds, -1) + " s" +
-                             (w.waiting_for.empty() ? "" : "; " + w.waiting_for);
-    if (w.self.rank == 0) {
-        if (w.json) {
-            const Json j = {{"verdict", "FAIL"}, {"exit_code", kTimeout}, {"timed_out", json_text(what)}};
-            std::fputs(json_line(j).c_str(), stdout);
-        } else {
-            std::printf("problem: time-out: %s\nFAIL (time-out)\n", what.c_str());
-        }
-    } else {
-        std::fprintf(stderr, "mn-preflight: %s rank %u: time-out: %s\n", w.self.label.c_str(), w.self.rank,
-                     what.c_str());
-    }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    _exit(kTimeout);
-}
-
-void watchdog_to_timer() {
-    std::lock_guard<std::mutex> g(watchdog().mu);
-    if (watchdog().armed && !watchdog().done) exit_at(watchdog().until - now_s(), kTimeout);
-}
-
-Outcome<bool> start_watchdog(double seconds, const Self& self, bool json) {
-    {
-        std::lock_guard<std::mutex> g(watchdog().mu);
-        Watchdog& w = watchdog();
-        w.armed = true;
-        w.seconds = seconds;
-        w.until = now_s() + seconds;
-        w.self = self;
-        w.json = json;
-        w.pulse = Pulse();
-    }
-    return start_control();
 }
 
 void progress(const Self& self, const std::string& line) {

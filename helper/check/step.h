@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// One rank's state through mn-preflight's check, and each phase's time
-// budget. The phases, in order, each in a file of its own:
+// Every rank's own state through mn-preflight's check (Step), each phase's
+// time budget, and a rank's side of the phases. The phases, in order, each
+// in a file of its own (helper/check.cc steps them; rank 0's side: lead.h):
 //   rendezvous.cc  every rank connects to rank 0 and proves the step secret
 //   readiness.cc   every rank opens its GPUs (or its CPU buffer), allocates
 //                  and checks what the all-reduce will use, and says so;
@@ -8,13 +9,11 @@
 //   collective.cc  the all-reduce (NCCL or a TCP ring), bounded by time
 //   pairs.cc       pair tests between nodes and between a node's GPUs
 //   verdict.cc     blame by evidence, the table or JSON, done or stop
-// Beside them, on the process's one control thread (liveness.cc; the
-// watchdog's turn is step.cc's): heartbeats both ways (a rank that stops
-// answering for kSilence, or ends, is named at once) and takeover.cc
-// (rank 0 lost: a standby gives the verdict); above kGatherAbove ranks
-// node.cc (a node's ranks speak to rank 0 through their node's leader,
-// which the control thread relays).
-// messages.h holds what they say to each other. helper/check.cc runs them.
+// Beside them, on the process's one control thread, the control plane
+// (control/: the words, heartbeats both ways, the watchdog, a node's
+// speaker's relay); takeover.cc (rank 0 lost: a standby gives the
+// verdict); node.cc (above kGatherAbove ranks a node's ranks speak to rank
+// 0 through their node's speaker).
 #pragma once
 
 #include <algorithm>
@@ -34,8 +33,14 @@
 #include <vector>
 
 #include "helper/check.h"
-#include "helper/check/doorway.h"
-#include "helper/check/messages.h"
+#include "helper/check/control/doorway.h"
+#include "helper/check/control/hub.h"
+#include "helper/check/control/inbox.h"
+#include "helper/check/control/line.h"
+#include "helper/check/control/messages.h"
+#include "helper/check/control/relay.h"
+#include "helper/check/control/thread.h"
+#include "helper/check/self.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/check/blame.h"
@@ -48,20 +53,6 @@ namespace mn::check {
 using wire::Deadline;
 using wire::Fd;
 
-// What this process is, from Slurm's and the plugin's variables.
-struct Self {
-    uint32_t rank = 0, world = 1;
-    uint32_t node = 0;      // NODE_RANK (emulation-aware), else SLURM_NODEID
-    std::string label;      // the host, or NCCL_HOSTID under emulation
-    std::string master;
-    uint16_t port = 0;
-    std::string secret;
-    bool task_mode = true;  // LOCAL_WORLD_SIZE set and no PET_*: one GPU per task
-    uint32_t local_rank = 0;
-    uint32_t local_world = 1;  // this node's tasks (LOCAL_WORLD_SIZE, else SLURM_NTASKS_PER_NODE's)
-};
-Outcome<Self> read_self();
-
 // Each phase's share of --timeout T, as deadlines from the check's start.
 struct Budgets {
     double rendezvous = 0;  // T/2: every rank has arrived
@@ -73,210 +64,22 @@ struct Budgets {
     static Budgets of(double timeout);
 };
 
-// ---- resources --------------------------------------------------------------
-// At 8,192 ranks on one host a process may find no thread, socket or memory
-// left: it says so, naming itself and what it could not get, and ends with
-// kCheckFailed, never an abort (issue 29).
-
-// Who this process is, for such messages (after read_self).
-void set_identity(const Self& self);
-// "mn-preflight: rank 17 on node3: cannot start the control thread:
-// Resource temporarily unavailable" and the fix for that errno.
-Problem starved(const std::string& what, int err);
-// A thread, or the problem naming `what` and this rank.
-template <typename Fn>
-Outcome<std::thread> start_thread(const std::string& what, Fn&& fn) {
-    try {
-        return std::thread(std::forward<Fn>(fn));
-    } catch (const std::system_error& e) {
-        return starved("cannot start " + what, e.code().value());
-    }
-}
-
-// ---- the watchdog (step.cc) -------------------------------------------------
-// The watchdog: nothing outlives --timeout. set_phase names what a
-// time-out would name (and, on rank 0, who it waits for); start_watchdog
-// starts the process's control thread (below), or says why it cannot.
-void set_phase(const std::string& p, const std::string& waiting = "");
-Outcome<bool> start_watchdog(double seconds, const Self& self, bool json);
-// One look at the time, from the control thread's every turn.
-void watchdog_turn();
-// The control thread leaves its turns for good (a takeover): what is left
-// of --timeout goes to a timer instead (exit_at).
-void watchdog_to_timer();
-// Ends the process with `code` in `seconds`, by SIGALRM: no thread needed.
-void exit_at(double seconds, int code);
-void mark_done();
+// A line on stderr about how the check goes: rank 0's only.
 void progress(const Self& self, const std::string& line);
 
-// ---- liveness (liveness.cc) --------------------------------------------------
-// Heartbeats on the control connections, both ways, from the process's
-// control thread (one per process, from launch: the watchdog's too), never
-// from a phase's: a rank busy in a long GPU call or transfer still answers,
-// and a rank (rank 0 included) that stops answering or dies is named within
-// seconds, in the phase it was in, rather than at --timeout. One thread
-// serves every connection with epoll (wire::Mux): at 8,192 ranks on one
-// host, a thread per connection or per job ran out of threads.
+// ---- the control plane (control/) ------------------------------------------------
+// The words between the ranks (messages.h), every connection's handshake
+// (doorway.h), the lines and their heartbeats (line.h), the control thread
+// and the watchdog (thread.h), rank 0's hub (hub.h), a rank's inbox
+// (inbox.h) and a node's speaker's relay (relay.h). They know no phase and
+// no membership.
 
-// Every half second, each way; every second above kBeatsHalved ranks, where
-// rank 0 would otherwise send and read 4 x R beats a second (at 16,384
-// ranks on 2 cores, with its ranks played by mn-rank-sim, the beats were
-// 90 % of its messages and held the rendezvous past its budget). A silent
-// rank is still named within kSilence + 1 s.
-constexpr double kBeat = 0.5;
-constexpr uint32_t kBeatsHalved = 4096;
-inline double beat_period(uint32_t world) { return world > kBeatsHalved ? 2 * kBeat : kBeat; }
-// Above kBeatsHalved ranks no beats go either way until the rendezvous is
-// over (rank 0's roster): the ranks that came wait for the rest, srun's
-// launch of thousands of processes takes seconds, and their beats were
-// most of what rank 0 read and sent meanwhile (at 16,384 ranks on 2 cores
-// they held the rendezvous past its budget). A rank that dies meanwhile
-// still shows at once (its connection ends); one that stops is named once
-// the check goes on, and a rank 0 that stops leaves the ranks to their
-// rendezvous deadline.
-// (A build with --enable-test-hooks takes the bound from
-// MN_PREFLIGHT_QUIET_ABOVE, so a test plays it with 64 ranks.)
-bool quiet_rendezvous(uint32_t world);
 // A bound a test hook may move: the variable's number in a build with
 // --enable-test-hooks when it is set, else `dflt`.
 uint32_t hook_bound(const char* var, uint32_t dflt);
-// A peer is lost after 3 s without a word: six beats in a row missing, so
-// a busy node's scheduler, a dropped packet's retransmission (TCP waits at
-// least 200 ms, then doubles) or a link full of the all-reduce's data
-// never trips it; short enough that detection, a standby taking over
-// (about a second) and the verdict fit in 5 s.
-constexpr double kSilence = 3.0;
 // Ranks 1..kStandbys may give the verdict in rank 0's place; each rank
 // asks them in order, and the lowest that answers does.
 constexpr uint32_t kStandbys = 4;
-
-// Notices that this process itself was not running (SIGSTOP, a frozen VM):
-// a loop's gap between two turns above `limit` seconds. The silence
-// measured meanwhile is then its own, not its peers'.
-class Pulse {
-public:
-    bool skipped(double limit = 1.0);
-
-private:
-    double last_ = now_s();
-};
-
-// A control connection: a phase's thread and the control thread both
-// send on it, one whole message at a time.
-// Every message on it is sealed (doorway.h: the handshake's key).
-class Line {
-public:
-    Line() = default;
-    Line(Fd fd, std::shared_ptr<wire::Seal> seal) : fd_(std::move(fd)), seal_(std::move(seal)) {}
-    int fd() const { return fd_.get(); }
-    // For the one thread that reads this line (the hub's or the inbox's Mux).
-    wire::Seal* seal() const { return seal_.get(); }
-    explicit operator bool() const { return static_cast<bool>(fd_); }
-    template <typename M>
-    bool send(const M& m, const Deadline& d) {
-        return send_fields(msg::encode(m), d);
-    }
-    // A message encoded once for many lines (rank 0's words to every rank);
-    // each line seals it under its own key.
-    bool send_fields(const wire::Body& f, const Deadline& d) {
-        std::lock_guard<std::mutex> g(*mu_);
-        const bool ok = wire::send_msg(fd_.get(), f, d, seal_.get());
-        if (ok) sent_at_ = now_s();
-        return ok;
-    }
-    // When a message last went out on it (now_s; 0: never): any message is
-    // a sign of life to the other side, so a beat due within half a beat
-    // period of one is left out (due_beat).
-    double sent_at() const {
-        std::lock_guard<std::mutex> g(*mu_);
-        return sent_at_;
-    }
-
-private:
-    double sent_at_ = 0;
-    Fd fd_;
-    std::shared_ptr<wire::Seal> seal_;
-    std::unique_ptr<std::mutex> mu_ = std::make_unique<std::mutex>();
-};
-
-// Parts sent on `line` in as few messages M{parts} as keep each below a
-// quarter of wire::kMaxMessage, by `bytes(part)`'s estimate: a Relay down
-// to a node's leader, a Relayed up from it.
-template <typename M, typename Part, typename Bytes>
-void send_batched(Line& line, std::vector<Part>& parts, const Deadline& d, Bytes bytes) {
-    M batch;
-    std::size_t size = 0;
-    for (auto& p : parts) {
-        size += bytes(p);
-        batch.parts.push_back(std::move(p));
-        if (size > wire::kMaxMessage / 4) {
-            line.send(batch, d);
-            batch = {};
-            size = 0;
-        }
-    }
-    if (!batch.parts.empty()) line.send(batch, d);
-}
-
-// How a rank is gone: its line ended, it stopped answering (nothing heard
-// from it for kSilence: a fault, named at once), or it sent what does not
-// decode (its fault). Not RankState::Silent, which is a rank that never
-// reported before a phase's deadline and is named only at the verdict.
-enum class Gone { Ended, StoppedAnswering, Garbled };
-// The detail of Gone::StoppedAnswering: "nothing heard from it for 3 s".
-std::string silence_words();
-
-// What rank 0 hears from a rank: a message, or why none will come.
-struct Heard {
-    uint32_t rank = 0;
-    std::optional<msg::FromRank> msg;
-    Gone gone = Gone::Ended;  // without a message
-    std::string error;        // the detail: the line's error, the silence, what did not decode
-    // A rank that joined through its node's leader `via` (node.cc): its
-    // hello, for the rendezvous to admit.
-    std::optional<msg::Hello> joined;
-    uint32_t via = 0;
-    // A leader lost: the ranks it spoke for, who can no longer reply.
-    std::vector<uint32_t> carried;
-};
-// The one wording of a loss, for the verdict and a standby's lines: why
-// rank `h.rank` is gone, in stage s ("stopped answering in the all-reduce
-// (nothing heard from it for 3 s)").
-std::string loss_words(const Heard& h, msg::Stage s);
-
-// The control thread's job beside the watchdog: one turn of the hub's or
-// the inbox's loop (waiting 0.1 s at most); false when it is done. One job
-// at a time: control_attach replaces the one attached.
-void control_attach(std::function<bool()> turn);
-// Starts the control thread (start_watchdog does, at launch): the problem
-// naming this rank when the system gives no thread.
-Outcome<bool> start_control();
-// Detaches the job and returns once the control thread is out of it.
-void control_detach();
-
-// Rank 0's side: every rank's messages, decoded, in the order they come
-// (heartbeats taken here), a heartbeat to each rank every kBeat, a rank
-// silent for kSilence reported once. A rank's Superseded (the others
-// ended the check while this process was stopped) ends the process.
-class Hub {
-public:
-    Hub() = default;
-    Hub(const Hub&) = delete;
-    Hub& operator=(const Hub&) = delete;
-    ~Hub();
-    void start(const Self& self, bool json);  // on the control thread
-    void add(uint32_t rank, Line* line);  // a rank that arrived; its Line outlives the hub
-    void stage(msg::Stage s);             // what rank 0's heartbeats say
-    msg::Stage stage() const;
-    std::optional<Heard> next(const Deadline& d);
-    // Returns once the hub has read what the ranks sent so far (a
-    // Superseded among it ends the process first): before a verdict.
-    void settle();
-    struct State;
-
-private:
-    std::shared_ptr<State> st_;
-};
 
 // What a rank other than 0 needs to give the verdict in rank 0's place
 // (takeover.cc), copied for its inbox's thread.
@@ -286,85 +89,24 @@ struct Standin {
     double start = 0;
     msg::Hello hello;
     int standby_fd = -1;  // its standby port's listening socket
-    // Its control line goes to its node's leader, not rank 0 (node.cc).
-    bool via_leader = false;
+    // Its control line goes to its node's speaker, not rank 0 (node.cc).
+    bool via_speaker = false;
 };
 
-// ---- a node's leader (node.cc) -------------------------------------------------
-// Above kGatherAbove ranks, each node's first task (LOCAL_RANK 0, not rank
-// 0 itself) speaks to rank 0 for its node: the node's other ranks knock at
-// its door (an abstract local socket named by the step secret, so another
-// user can neither guess nor squat it) under the same handshake, and it
-// relays their hellos and reports up in one message a turn and rank 0's
-// words down (Relay, Relayed), beats them and names one that falls silent
-// or ends. Rank 0 then holds a connection per node, not per rank: at 8,192
-// ranks on 2 cores its share of the loopback's messages held the control
-// plane above a second (doc/scale.md). The ranks of rank 0's node (NODE_RANK
-// 0) join rank 0 itself. A rank that finds nobody listening at its leader's
-// door within kLeaderWait joins rank 0 directly.
+// ---- a node's speaker (node.cc; control/relay.h says what it does) ------------
+// Above kGatherAbove ranks each node's first task (LOCAL_RANK 0) speaks to
+// rank 0 for its node. The ranks of rank 0's node (NODE_RANK 0) join rank 0
+// itself. A rank that finds nobody listening at its speaker's door within
+// kSpeakerWait joins rank 0 directly.
 constexpr uint32_t kGatherAbove = 1024;
-constexpr double kLeaderWait = 5.0;
-// Whether this step's ranks gather at their node's leader (a build with
+constexpr double kSpeakerWait = 5.0;
+// Whether this step's ranks gather at their node's speaker (a build with
 // --enable-test-hooks takes the bound from MN_PREFLIGHT_GATHER_ABOVE).
 bool gathers(const Self& self);
-// This node's door: "@mn-preflight-node-" and a hex HMAC of the step
-// secret, the node and MASTER_PORT.
-std::string node_door_name(const Self& self);
-// A leader's door, served by its control thread from launch (its Inbox
-// takes it over): the ranks proven and not yet taken.
-class NodeDoor {
-public:
-    NodeDoor(Fd listen, const Self& self);
-    ~NodeDoor();
-    // One turn: accepts, challenges, reads for `wait` seconds at most; the
-    // ranks admitted (purpose "node", a rank of the step, not yet come).
-    // With the ranks held by hold() first.
-    std::vector<Guest> turn(double wait);
-    // A turn whose ranks wait here for the Inbox (before this rank joined).
-    void hold(double wait);
-    bool open() const { return door_ != nullptr; }
-    // Every rank of the node came, or the rendezvous is over: the door
-    // closes, strangers still waiting counted; their summary to stderr.
-    void close();
-    std::size_t came() const { return seen_.size(); }
-
-private:
-    Fd listen_;
-    Self self_;
-    std::unique_ptr<Doorway> door_;
-    std::set<uint32_t> seen_;
-    std::vector<Guest> held_;
-};
-
-// A rank other than 0: rank 0's messages, read by the control thread, which
-// also sends this rank's heartbeats, so that a stop word lands while this
-// rank is busy or stuck inside NCCL (the thread aborts NCCL and ends the
-// process with rank 0's code). Rank 0 lost (its connection ended, nothing
-// from it for kSilence, a message that does not decode): the thread ends
-// the check through the standbys (takeover.cc), never returning.
-class Inbox {
-public:
-    Inbox() = default;
-    Inbox(const Inbox&) = delete;
-    Inbox& operator=(const Inbox&) = delete;
-    ~Inbox();
-    // On the control thread; a leader's door and the ranks it admitted so
-    // far (node.cc) with it.
-    void start(Line* ctl, const Standin& me, std::shared_ptr<NodeDoor> door = nullptr);
-    std::optional<msg::FromLead> next(const Deadline& d, std::string* err);
-    struct State;
-
-private:
-    std::shared_ptr<State> st_;
-};
-
 // Rank 0 is lost: the standbys' way to a verdict. Never returns.
-// A node's leader passes the word it ends with to its node's ranks (tell_node).
-using NodeWord = std::function<void(const msg::Word&)>;
+// A node's speaker passes the word it ends with to its node's ranks (tell_node).
 [[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,
                             Line& ctl, const NodeWord& tell_node = {});
-// Leaves NCCL and ends the process with `code` (bounded, whatever NCCL does).
-[[noreturn]] void end_now(int code);
 
 // What every rank has, rank 0 included.
 struct Step {
@@ -457,10 +199,6 @@ struct Follower {
     }
 };
 
-// What rank 0's hub heard, by kind ("Beat", "Ready", ...), and the beats it
-// sent ("Beat out"): for --json's "control" (doc/scale.md).
-std::map<std::string, uint64_t> control_messages_by_kind();
-
 // The test hook MN_PREFLIGHT_START_LOG=FILE: every rank appends "RANK
 // UNIX-SECONDS" (its check's start, wall clock) to FILE, so that a
 // benchmark can tell launch skew from the rendezvous' own time.
@@ -507,12 +245,12 @@ bool prepare_self(Step& st);                // every rank: facts, GPU set-up sta
 void forget_nccl_log(std::string& path);    // NCCL's log and its private directory, removed; path cleared
 bool join(Step& st, Follower& f);           // rank != 0: connect, prove the secret, say hello
 // node.cc
-// A node's leader: its door, opened at launch (prepare_self).
+// A node's speaker: its door, opened at launch (prepare_self).
 void open_node_door(Step& st);
-// A rank of a node with a leader: knocks at its door, the line on success;
-// none when nobody listens there for kLeaderWait (it joins rank 0); an
+// A rank of a node with a speaker: knocks at its door, the line on success;
+// none when nobody listens there for kSpeakerWait (it joins rank 0); an
 // empty line when the handshake failed after a connection (it ends).
-std::optional<Line> join_leader(Step& st);
+std::optional<Line> join_speaker(Step& st);
 // readiness.cc
 bool serve_readiness(Step& st, Follower& f);
 // collective.cc

@@ -70,8 +70,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "helper/check/doorway.h"
-#include "helper/check/messages.h"
+#include "helper/check/control/doorway.h"
+#include "helper/check/control/messages.h"
 #include "helper/wire.h"
 #include "lib/fabric/fabric.h"
 #include "lib/fabric/verbs.h"

@@ -24,7 +24,7 @@
 #include <type_traits>
 
 #include "tests/fuzz/fuzz.h"
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 #include "helper/wire.h"
 
 namespace msg = mn::check::msg;

@@ -6,7 +6,7 @@
 // never an exception; the challenge stays text that protocol 2 reads.
 #include <nlohmann/json.hpp>
 
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 #include "tests/unit/unit.h"
 
 using namespace mn;

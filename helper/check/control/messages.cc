@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 
 #include <nlohmann/json.hpp>
 

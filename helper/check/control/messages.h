@@ -28,7 +28,7 @@ enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
 const char* stage_name(Stage s);  // "the all-reduce"
 const char* stage_word(Stage s);  // "collective": the word on the wire, and a time-out's phase
 
-// ---- the handshake of every connection (helper/check/doorway.h) ----------
+// ---- the handshake of every connection (helper/check/control/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
 // message that names both. A field added within a protocol is a
