@@ -18,6 +18,7 @@
 #include <future>
 #include <set>
 
+#include "helper/check/fleet.h"
 #include "helper/check/lead.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/history.h"

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/retest.h"
 #include "lib/util/machine.h"
 #include "lib/util/text.h"

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/check/gpu_health.h"

@@ -17,7 +17,9 @@
 #include <map>
 #include <set>
 
+#include "helper/check/fleet.h"
 #include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"

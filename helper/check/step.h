@@ -32,7 +32,7 @@
 #include <utility>
 #include <vector>
 
-#include "helper/check.h"
+#include "lib/check/check_options.h"
 #include "helper/check/control/doorway.h"
 #include "helper/check/control/hub.h"
 #include "helper/check/control/inbox.h"
@@ -40,6 +40,7 @@
 #include "helper/check/control/messages.h"
 #include "helper/check/control/relay.h"
 #include "helper/check/control/thread.h"
+#include "helper/check/hooks.h"
 #include "helper/check/self.h"
 #include "helper/gpu.h"
 #include "helper/wire.h"
@@ -74,9 +75,6 @@ void progress(const Self& self, const std::string& line);
 // (inbox.h) and a node's speaker's relay (relay.h). They know no phase and
 // no membership.
 
-// A bound a test hook may move: the variable's number in a build with
-// --enable-test-hooks when it is set, else `dflt`.
-uint32_t hook_bound(const char* var, uint32_t dflt);
 // Ranks 1..kStandbys may give the verdict in rank 0's place; each rank
 // asks them in order, and the lowest that answers does.
 constexpr uint32_t kStandbys = 4;
@@ -199,46 +197,6 @@ struct Follower {
     }
 };
 
-// The test hook MN_PREFLIGHT_START_LOG=FILE: every rank appends "RANK
-// UNIX-SECONDS" (its check's start, wall clock) to FILE, so that a
-// benchmark can tell launch skew from the rendezvous' own time.
-void log_start(const Self& self, double start);
-// The same file (test hook): "RANK UNIX_TIME WHAT" when the rank is done
-// with WHAT ("checked": its check over; what the process's end frees,
-// NCCL's communicators, comes after).
-void log_end(const Self& self, const char* what);
-
-
-// Test hooks, obeyed only by a build configured with --enable-test-hooks
-// (scripts/build.sh; never the packages).
-// The test hook MN_PREFLIGHT_FAIL_SETUP=RANK[,RANK]: those ranks' set-up
-// fails on purpose, so the failure path can be shown without a broken GPU.
-bool setup_fails_on_purpose(uint32_t rank);
-// The test hook MN_PREFLIGHT_EXIT_IN_COLLECTIVE=RANK[,RANK]: those ranks'
-// processes end as the collective starts, leaving the others inside NCCL's
-// init (or the ring's connect) waiting for them, where the stop word must
-// reach them.
-bool exits_on_purpose(uint32_t rank);
-// The test hooks MN_PREFLIGHT_STALL_PAIRS=RANK[,RANK] (the first pair
-// rounds only: noise that a retest must clear) and
-// MN_PREFLIGHT_STALL_RETESTS=RANK[,RANK] (the retests too: a slow node
-// that they must confirm), GPU path: those ranks' hosts wait kStall
-// seconds before each launch of a pair's timed loop, and the GPU idles.
-bool stalls_pairs(uint32_t rank, bool retest);
-constexpr double kStall = 0.05;
-// The test hook MN_PREFLIGHT_SLOW_FROM_ROUND=K, CPU path: every pair of
-// the first rounds from round K (0-based) on, and every retest and
-// control, waits kPassPause seconds per pass, or 4 times the pass's own
-// time if longer: load that arrives in the middle of the check and slows
-// every node alike, by a factor of 5 or more on any build.
-bool slowed_from_round(const std::string& tag);
-// The test hook MN_PREFLIGHT_SIM_SHARE=1, for mn-rank-sim
-// (tests/bench/mn_rank_sim.cc: the other ranks played in one process, over
-// the real protocol, with no data path): rank 0's own share of the CPU
-// all-reduce counts as done, 1 ms a pass, without its ring.
-bool shares_simulated();
-constexpr double kPassPause = 0.02;
-
 // ---- the phases; each returns false when the check cannot go on --------
 // rendezvous.cc
 bool prepare_self(Step& st);                // every rank: facts, GPU set-up started, data port
@@ -262,69 +220,4 @@ msg::Result run_share(const msg::Plan& plan, Step& st);  // this rank's part of 
 gpu::AllreduceJob nccl_job(const Step& st, int nranks, int first_rank, const std::string& id);
 // pairs.cc
 int serve_pairs(Step& st, Follower& f);     // rank != 0: pair tests on rank 0's cue, until done
-// fleet.cc: every node alike (rank 0's side in lead.h)
-std::string node_fingerprint(const std::string& host);  // every rank: its node's, read at launch, sent when ready
-void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<std::string>& problems,
-                     const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus);
-
-// The CPU path's buffer of `bytes` with ring position `pos`'s pattern,
-// written and read back: "" or what is wrong.
-std::string prepare_ring(std::vector<float>& ring, std::size_t bytes, uint32_t pos);
-
-// The CPU path: a ring all-reduce over TCP, shared by collective and pairs.
-struct Timed {
-    bool ok = false, correct = false;
-    double seconds = 0;  // per pass over the whole buffer
-    double passes = 0;   // how many the time bound allowed (the first is checked)
-    double median_pass = 0;  // the median whole pass after the first (0: none)
-    std::string error;
-    bool peer = false;   // the error is a transfer's, not this rank's
-};
-// How a rank takes part in a CPU all-reduce. A ring of R ranks takes
-// 2 (R - 1) steps per piece, each waiting on a rank to be scheduled: 256
-// ranks on 2 cores took 4 s a pass. The ranks of a node share its link
-// anyway, so, as NCCL does, they add their pieces at the node's leader
-// first; only the leaders ring (2 (N - 1) steps), then each hands the sum
-// back to its members.
-struct Links {
-    int leader = -1;           // a member: the socket to its leader (the rest unused)
-    std::vector<int> members;  // a leader: its members' sockets
-    uint32_t pos = 0, n = 1;   // a leader: its place in the leaders' ring and their number
-    int next = -1, prev = -1;  // the ring's sockets (one socket when n == 2)
-    // Who is at the other end, for messages: the leader, each member, the
-    // ring's neighbours (ranks); none for a pair test.
-    std::optional<uint32_t> leader_rank, prev_rank, next_rank;
-    std::vector<uint32_t> member_ranks;
-};
-// `iters` timed passes after one checked pass, each stopping early (all
-// ranks at once, by a vote carried in the data) once `budget` seconds have
-// gone; transfers give up at d. buf holds this rank's fill_pattern on
-// entry; the checked pass must hold the sum of `patterns` of them.
-// `pause`: seconds to wait after each segment, at least (a test hook's load).
-Timed timed_ring(std::vector<float>& buf, int iters, const Links& links, uint32_t patterns, const Deadline& d,
-                 double budget, double pause = 0);
-// Data connections open with the handshake (doorway.h) for "data:PURPOSE",
-// so a stranger's connection to a data port is refused like one to
-// MASTER_PORT; after it, the data flows unsealed (each pass is checked
-// against its pattern).
-Outcome<Fd> data_connect(const std::string& addr, uint16_t port, const std::string& purpose, const Self& self,
-                         const Deadline& d);
-Outcome<Fd> data_accept(int listen_fd, const std::string& purpose, uint32_t from, const Self& self, const Deadline& d,
-                        Strangers* seen = nullptr);
-// Several data connections on one listening socket, in whatever order they
-// come: one per (purpose, rank) of `want`; strangers are read past without
-// blocking, and those still waiting once all came are counted with them:
-// into *seen, else their summary goes to stderr. Sockets in the order of
-// `want`, or a problem naming who never came.
-Outcome<std::vector<Fd>> data_accept_all(int listen_fd, const std::vector<std::pair<std::string, uint32_t>>& want,
-                                         const Self& self, const Deadline& d, Strangers* seen = nullptr);
-// The connections waiting in the backlog of a data port that no rank of
-// the step connects to now (a pair test's end: the next round is cued only
-// after every report of this one, and the side that connected to its peer
-// accepted nothing meanwhile): strangers', held or opened during the test.
-// Accepted without a word, counted by address and closed; at most
-// kMostWaiting, the rest are the next test's.
-constexpr std::size_t kMostWaiting = 4096;
-Strangers take_waiting(int listen_fd);
-
 }  // namespace mn::check
