@@ -229,7 +229,8 @@ bool cpu_pairs(Step& st, Lead& l) {
         progress(st.self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
                               std::to_string(l.rounds.size()) + " rounds (" + num(now_s() - st.start) + " s)");
     if (l.rounds.empty()) return true;
-    const RetestPlan plan = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+    rep.retest_plan = std::make_shared<const RetestPlan>(plan_retests(rep.pairs, nnodes, st.o.min_busbw));
+    const RetestPlan& plan = *rep.retest_plan;
     rep.retests_ran = true;
     if (plan.rounds.empty()) return true;
     std::vector<std::string> names;
@@ -406,11 +407,13 @@ bool gpu_retests(Step& st, Lead& l) {
     RetestPlan nodes;
     GpuRetestPlan gpus;
     if (!rep.pairs.empty()) {
-        nodes = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+        rep.retest_plan = std::make_shared<const RetestPlan>(plan_retests(rep.pairs, nnodes, st.o.min_busbw));
+        nodes = *rep.retest_plan;
         rep.retests_ran = true;
     }
     if (!rep.gpu_pairs.empty()) {
-        gpus = plan_gpu_retests(rep.gpu_pairs);
+        rep.gpu_retest_plan = std::make_shared<const GpuRetestPlan>(plan_gpu_retests(rep.gpu_pairs));
+        gpus = *rep.gpu_retest_plan;
         rep.gpu_retests_ran = true;
     }
     const Lanes m = lanes_of(st, l);

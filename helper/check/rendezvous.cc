@@ -222,6 +222,16 @@ void start_setup(Step& st) {
             prepare_ring(st.ring, st.o.bytes ? st.o.bytes : cpu_default_bytes(st.self.local_world), st.self.rank);
 }
 
+// Whether this rank may be among the standbys: rank 0's roster names the
+// first kStandbys ranks on a line of their own, that is ranks 1 to
+// kStandbys, or where ranks gather at their speakers, the ranks of rank
+// 0's node and the speakers (LOCAL_RANK 0). One that found no speaker and
+// joined rank 0 itself has no port, and the roster passes it by.
+bool may_stand_by(const Self& self) {
+    if (self.rank == 0) return false;
+    return self.rank <= kStandbys || (gathers(self) && (self.local_rank == 0 || self.node == 0));
+}
+
 // The ports the others reach this rank on: data (pairs, the ring) and a
 // standby's (the others' reports if rank 0 is lost).
 bool open_ports(Step& st, uint16_t& standby_port) {
@@ -236,6 +246,9 @@ bool open_ports(Step& st, uint16_t& standby_port) {
         return false;
     }
     st.data_listen = std::move(data_listen.value());
+    // At most kStandbys ranks stand by, the first on a line of their own:
+    // no listener on the others (8,192 of them idle at 8,192 ranks).
+    if (!may_stand_by(st.self)) return true;
     auto standby_listen = wire::listen_tcp(st.bind_addr, 0, &standby_port);
     if (!standby_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
@@ -283,10 +296,8 @@ bool prepare_self(Step& st) {
     // First: the node's other ranks knock from their start, and on a loaded
     // host (8,192 ranks on 32 cores) this rank's own facts took seconds.
     open_node_door(st);
-    // A standby may take every rank's report: the first ranks, or a node's
-    // speaker when ranks gather at them (the standbys are the first ranks
-    // on a line of their own).
-    if (st.self.rank <= kStandbys || (st.self.local_rank == 0 && gathers(st.self))) allow_connections(st.self);
+    // A standby may take every rank's report.
+    if (st.self.rank == 0 || may_stand_by(st.self)) allow_connections(st.self);
     local_facts(st);
     start_setup(st);
     uint16_t standby_port = 0;
@@ -398,8 +409,8 @@ void send_roster(const Step& st, Lead& l) {
     // The first ranks on a line of their own: one that speaks through its
     // node's speaker hears of rank 0 only through it, and never takes over.
     for (uint32_t r = 1; r < st.self.world && roster.standbys.size() < kStandbys; ++r) {
-        if (l.members[r].via) continue;
         const msg::Hello& h = l.members[r].hello;
+        if (l.members[r].via || h.standby_port == 0) continue;  // no port: it cannot stand by
         roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
     }
     // Its own second: the rendezvous' deadline may be all but spent.
