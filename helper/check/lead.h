@@ -24,7 +24,7 @@ namespace mn::check {
 struct Member {
     msg::Hello hello;
     std::string fingerprint;  // its node's software, from its readiness ("" from all but a node's first task, or if late)
-    Line ctl;  // rank 0's own entry has none, nor does a rank that joined through its node's leader
+    Line ctl;  // rank 0's own entry has none, nor does a rank that joined through its node's speaker
     std::optional<uint32_t> via;  // that rank's node's speaker: the one record of who speaks for whom
     uint32_t node_index = 0;
 };
@@ -101,7 +101,7 @@ struct Lead {
     // speaks for (a hello goes to the rendezvous' admit); a speaker whose
     // own line is lost takes those ranks with it (Heard::carried).
     std::optional<Heard> hear(const Deadline& d);
-    // Sends rank r (not 0) a message: on its line, or through its node's leader.
+    // Sends rank r (not 0) a message: on its line, or through its node's speaker.
     template <typename M>
     void tell(uint32_t r, const M& m, const Deadline& d) {
         tell_bodies({{r, msg::encode(m)}}, d);
@@ -124,7 +124,7 @@ struct Lead {
         tell_bodies(each, d);
     }
     // The two above as they travel: one body for all, or a body per rank.
-    // A node that speaks through its leader gets one Relay for all its ranks.
+    // A node that speaks through its speaker gets one Relay for all its ranks.
     void tell_same(const wire::Body& body, const Deadline& d);
     void tell_bodies(const std::vector<std::pair<uint32_t, wire::Body>>& each, const Deadline& d);
     // Marks every rank not yet at fault stopped (another rank failed).
@@ -134,7 +134,7 @@ struct Lead {
     // ranks marked in `waiting`: noted as its fault in loss_words, the
     // others stopped, the wait ended. In the all-reduce a rank lost after
     // its result is the pair tests' to find (Ignored), unless it was a
-    // node's leader that carried ranks still owing theirs; there a rank
+    // node's speaker that carried ranks still owing theirs; there a rank
     // lost while waited for is a fault like a failed result, and those
     // that replied keep it.
     Reply lose(const Heard& h, const std::vector<bool>& waiting);

@@ -32,7 +32,6 @@
 #include <utility>
 #include <vector>
 
-#include "lib/check/check_options.h"
 #include "helper/check/control/doorway.h"
 #include "helper/check/control/hub.h"
 #include "helper/check/control/inbox.h"
@@ -45,6 +44,7 @@
 #include "helper/gpu.h"
 #include "helper/wire.h"
 #include "lib/check/blame.h"
+#include "lib/check/check_options.h"
 #include "lib/check/gpu_health.h"
 #include "lib/check/preflight.h"
 #include "lib/util/text.h"
@@ -75,8 +75,21 @@ void progress(const Self& self, const std::string& line);
 // (inbox.h) and a node's speaker's relay (relay.h). They know no phase and
 // no membership.
 
-// Ranks 1..kStandbys may give the verdict in rank 0's place; each rank
-// asks them in order, and the lowest that answers does.
+// ---- a node's speaker (node.cc; control/relay.h says what it does) ------------
+// Above kGatherAbove ranks each node's first task (LOCAL_RANK 0) speaks to
+// rank 0 for its node. The ranks of rank 0's node (NODE_RANK 0) join rank 0
+// itself. A rank that finds nobody listening at its speaker's door within
+// kSpeakerWait joins rank 0 directly.
+constexpr uint32_t kGatherAbove = 1024;
+constexpr double kSpeakerWait = 5.0;
+// Whether this step's ranks gather at their node's speaker (a build with
+// --enable-test-hooks takes the bound from MN_PREFLIGHT_GATHER_ABOVE).
+bool gathers(const Self& self);
+
+// ---- rank 0 lost (takeover.cc) ---------------------------------------------------
+// The first kStandbys ranks on a line of their own (ranks 1 to kStandbys
+// but where ranks gather) may give the verdict in rank 0's place; each
+// rank asks them in order, and the lowest that answers does.
 constexpr uint32_t kStandbys = 4;
 
 // What a rank other than 0 needs to give the verdict in rank 0's place
@@ -91,16 +104,6 @@ struct Standin {
     bool via_speaker = false;
 };
 
-// ---- a node's speaker (node.cc; control/relay.h says what it does) ------------
-// Above kGatherAbove ranks each node's first task (LOCAL_RANK 0) speaks to
-// rank 0 for its node. The ranks of rank 0's node (NODE_RANK 0) join rank 0
-// itself. A rank that finds nobody listening at its speaker's door within
-// kSpeakerWait joins rank 0 directly.
-constexpr uint32_t kGatherAbove = 1024;
-constexpr double kSpeakerWait = 5.0;
-// Whether this step's ranks gather at their node's speaker (a build with
-// --enable-test-hooks takes the bound from MN_PREFLIGHT_GATHER_ABOVE).
-bool gathers(const Self& self);
 // Rank 0 is lost: the standbys' way to a verdict. Never returns.
 // A node's speaker passes the word it ends with to its node's ranks (tell_node).
 [[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,

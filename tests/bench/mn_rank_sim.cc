@@ -711,7 +711,7 @@ int Sim::run() {
             } else if (now >= r.next_beat) {
                 // How late this process plays a beat: its own lag, not rank 0's.
                 if (r.next_beat > 0) beat_late_ = std::max(beat_late_, now - r.next_beat);
-                // As a rank's inbox does (liveness.cc, due_beat): none within
+                // As a rank's inbox does (control/inbox.cc, due_beat): none within
                 // half a period of another message.
                 if (now - r.sent_at >= beat_period(o_.ranks) / 2) send(r, msg::Beat{r.stage});
                 r.next_beat = now + beat_period(o_.ranks);

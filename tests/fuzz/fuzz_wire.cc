@@ -278,7 +278,7 @@ msg::Roster roster_from(Source& s) {
     return r;
 }
 
-// The messages of liveness and takeover (helper/check/liveness.cc, takeover.cc).
+// The messages of the control plane and takeover (helper/check/control/, takeover.cc).
 void built_liveness(Source& s) {
     round_trip(msg::Beat{static_cast<msg::Stage>(s.byte() % 5)}, "Beat");
     round_trip(roster_from(s), "Roster");

@@ -169,14 +169,14 @@ struct Plan {
     uint64_t pair_bytes = 0;
     int nranks = 0, first_rank = 0;      // NCCL ranks in all; this rank's first
     std::string id;                      // NCCL's unique id (GPU path)
-    // CPU path: each node's ranks add their buffers at the node's leader
-    // (its lowest rank), the leaders ring, and each leader hands the sum
-    // back. A leader's next_* is the next leader's data port; a member's,
-    // its leader's.
+    // CPU path: each node's ranks add their buffers at the node's head
+    // (its lowest rank; `leader` on the wire), the heads ring, and each
+    // head hands the sum back. A head's next_* is the next head's data
+    // port; a member's, its head's.
     std::string next_addr;
     uint16_t next_port = 0;
-    uint32_t leader = 0;            // this rank's node leader (itself when it leads)
-    std::vector<uint32_t> members;  // a leader: the other ranks of its node
+    uint32_t leader = 0;            // this rank's node's head in the ring (itself when it heads)
+    std::vector<uint32_t> members;  // a head: the other ranks of its node
     uint32_t ring_pos = 0, ring_size = 0;  // a leader: its place in the leaders' ring, and their number
     uint32_t prev = 0, next = 0;           // a leader: the leaders before and after it
     std::vector<std::vector<int>> colors;  // GPU pair rounds: each lane's color, -1 to sit out
