@@ -19,6 +19,7 @@
 #include "lib/check/preflight.h"
 #include "lib/plan/containers.h"
 #include "lib/util/replace_file.h"
+#include "lib/util/text.h"
 
 extern char** environ;
 
@@ -30,11 +31,6 @@ volatile sig_atomic_t g_child = 0;
 // srun's cancel (Ctrl-C, scancel) reaches the task: pass it on to the check.
 void forward(int sig) {
     if (g_child > 0) kill(static_cast<pid_t>(g_child), sig);
-}
-
-std::string env_or(const char* name, const std::string& dflt = "") {
-    const char* v = std::getenv(name);
-    return v && *v ? v : dflt;
 }
 
 void say(const std::string& line) {

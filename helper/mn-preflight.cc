@@ -14,7 +14,8 @@
 
 #include "build_config.h"
 #include "helper/check.h"
-#include "helper/check/step.h"
+#include "helper/check/fleet.h"
+#include "helper/check/self.h"
 #include "helper/discover.h"
 #include "helper/gpu.h"
 #include "helper/inline_exec.h"

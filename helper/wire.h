@@ -77,10 +77,10 @@ bool exchange(int send_fd, const void* send, std::size_t send_n, int recv_fd, vo
               const Deadline& d, std::string* err);
 
 // Messages: a 4-byte big-endian length, then the body, the bytes
-// helper/check/messages.h encodes (CBOR) and decodes.
+// helper/check/control/messages.h encodes (CBOR) and decodes.
 using Body = std::string;
 
-// A connection's seal, from its handshake (helper/check/doorway.h): every
+// A connection's seal, from its handshake (helper/check/control/doorway.h): every
 // message on it ends with HMAC-SHA-256(key, direction, sequence number,
 // body), so a message is valid on this connection only, in this direction,
 // once and in order; a replayed, reordered or forged one is refused.

@@ -18,7 +18,8 @@
 #include <future>
 #include <set>
 
-#include "helper/check/step.h"
+#include "helper/check/fleet.h"
+#include "helper/check/lead.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/history.h"
 #include "lib/check/metrics.h"

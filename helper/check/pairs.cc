@@ -20,7 +20,8 @@
 #include <map>
 #include <optional>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/retest.h"
 #include "lib/util/machine.h"
 #include "lib/util/text.h"
@@ -175,9 +176,8 @@ bool await_round(Step& st, Lead& l, Round& round, double budget) {
         round.take(m, l.rep.nodes[l.members[r].node_index].host);
         return Reply::Taken;
     };
-    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Pairs); };
     const Deadline wait = Deadline::in(std::min(st.end.left(), budget + 2));
-    if (!l.await_replies(waiting, l.own_pair, wait, take, lost)) return false;
+    if (!l.await_replies(waiting, l.own_pair, wait, take)) return false;
     for (const auto& [r, tag] : round.expect)
         if (waiting[r]) round.errors[tag].push_back("rank " + std::to_string(r) + " did not report");
     if (waiting[0]) round.errors[round.own->tag].push_back("rank 0's side did not finish");
@@ -229,7 +229,8 @@ bool cpu_pairs(Step& st, Lead& l) {
         progress(st.self, "pair tests: " + std::to_string(rep.pairs.size()) + " pairs in " +
                               std::to_string(l.rounds.size()) + " rounds (" + num(now_s() - st.start) + " s)");
     if (l.rounds.empty()) return true;
-    const RetestPlan plan = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+    rep.retest_plan = std::make_shared<const RetestPlan>(plan_retests(rep.pairs, nnodes, st.o.min_busbw));
+    const RetestPlan& plan = *rep.retest_plan;
     rep.retests_ran = true;
     if (plan.rounds.empty()) return true;
     std::vector<std::string> names;
@@ -389,10 +390,9 @@ bool collect_retests(Step& st, Lead& l, std::size_t rounds, std::vector<std::vec
         if (!m.error.empty()) errors.push_back(l.who(r) + ": " + m.error);
         return Reply::Taken;
     };
-    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Pairs); };
     // Each round: a split and a timed loop of at most the pair budget.
     const Deadline wait = Deadline::in(std::min(st.end.left(), double(rounds) * (st.budget.pair + 3) + 2));
-    if (!l.await_replies(waiting, l.own_retest, wait, take, lost)) return false;
+    if (!l.await_replies(waiting, l.own_retest, wait, take)) return false;
     for (uint32_t r = 0; r < world; ++r)
         if (waiting[r]) errors.push_back(l.who(r) + " did not report its retests in time");
     return true;
@@ -407,11 +407,13 @@ bool gpu_retests(Step& st, Lead& l) {
     RetestPlan nodes;
     GpuRetestPlan gpus;
     if (!rep.pairs.empty()) {
-        nodes = plan_retests(rep.pairs, nnodes, st.o.min_busbw);
+        rep.retest_plan = std::make_shared<const RetestPlan>(plan_retests(rep.pairs, nnodes, st.o.min_busbw));
+        nodes = *rep.retest_plan;
         rep.retests_ran = true;
     }
     if (!rep.gpu_pairs.empty()) {
-        gpus = plan_gpu_retests(rep.gpu_pairs);
+        rep.gpu_retest_plan = std::make_shared<const GpuRetestPlan>(plan_gpu_retests(rep.gpu_pairs));
+        gpus = *rep.gpu_retest_plan;
         rep.gpu_retests_ran = true;
     }
     const Lanes m = lanes_of(st, l);
@@ -492,8 +494,7 @@ void gpu_pair_plan(const Step& st, Lead& l) {
 }
 
 void lead_pairs(Step& st, Lead& l) {
-    l.phase = "pairs";
-    l.hub.stage(msg::Stage::Pairs);
+    l.enter(msg::Stage::Pairs);
     if (l.gpu_path) {
         gpu_pairs(st, l);
         gpu_retests(st, l);
@@ -504,28 +505,11 @@ void lead_pairs(Step& st, Lead& l) {
 }
 
 int serve_pairs(Step& st, Follower& f) {
-    while (true) {
-        set_phase("waiting for rank 0");
-        std::string err;
-        // Rank 0 speaks at the end of its budget: listen a little longer.
-        auto m = f.inbox.next(Deadline::in(st.end.left() + 0.4), &err);
-        if (!m) {
-            std::fprintf(stderr, "mn-preflight: %s rank %u: lost rank 0 (%s)\n", st.self.label.c_str(), st.self.rank,
-                         err.c_str());
-            return kTimeout;
-        }
-        if (const auto* w = std::get_if<msg::Word>(&*m)) {
-            mark_done();
-            return w->code;
-        }
-        if (const auto* g = std::get_if<msg::GpuRetest>(&*m)) {
-            if (!f.ctl.send(run_gpu_retest(*g, st), st.end)) return kTimeout;
-            continue;
-        }
-        const auto* q = std::get_if<msg::PairCue>(&*m);
-        if (!q) continue;
-        if (!f.ctl.send(run_pair(*q, st), st.end)) return kTimeout;
-    }
+    return f.until_word(st.self, st.end, "waiting for rank 0", "lost rank 0", [&](const msg::FromLead& m) {
+        if (const auto* g = std::get_if<msg::GpuRetest>(&m)) return f.ctl.send(run_gpu_retest(*g, st), st.end);
+        if (const auto* q = std::get_if<msg::PairCue>(&m)) return f.ctl.send(run_pair(*q, st), st.end);
+        return true;
+    });
 }
 
 }  // namespace mn::check

@@ -17,7 +17,8 @@
 #include <new>
 #include <set>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/fingerprint.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/check/gpu_health.h"
@@ -228,8 +229,7 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
         l.stop_the_rest();
         return Reply::Stop;
     };
-    auto lost = [&](const Heard& h) { return l.lost_in(h, msg::Stage::Readiness); };
-    if (!l.await_replies(waiting, l.own_ready, st.ready_by, take, lost)) return false;
+    if (!l.await_replies(waiting, l.own_ready, st.ready_by, take)) return false;
     if (std::find(waiting.begin(), waiting.end(), true) == waiting.end()) return true;
     for (uint32_t r = 0; r < st.self.world; ++r)
         if (waiting[r]) l.note(r, RankState::Silent, "never finished readiness (opening its GPUs or buffers)");
@@ -264,8 +264,7 @@ bool gpus_healthy(Lead& l) {
 }  // namespace
 
 bool lead_readiness(Step& st, Lead& l) {
-    l.phase = "readiness";
-    l.hub.stage(msg::Stage::Readiness);
+    l.enter(msg::Stage::Readiness);
     l.note(0, RankState::Done, "");
     if (!choose_path(st, l)) return false;
     start_nccl_init(st, prepare_for(st, l, 0));

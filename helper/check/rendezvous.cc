@@ -17,7 +17,9 @@
 #include <map>
 #include <set>
 
-#include "helper/check/step.h"
+#include "helper/check/fleet.h"
+#include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/check/gpu_claims.h"
 #include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"
@@ -220,6 +222,16 @@ void start_setup(Step& st) {
             prepare_ring(st.ring, st.o.bytes ? st.o.bytes : cpu_default_bytes(st.self.local_world), st.self.rank);
 }
 
+// Whether this rank may be among the standbys: rank 0's roster names the
+// first kStandbys ranks on a line of their own, that is ranks 1 to
+// kStandbys, or where ranks gather at their speakers, the ranks of rank
+// 0's node and the speakers (LOCAL_RANK 0). One that found no speaker and
+// joined rank 0 itself has no port, and the roster passes it by.
+bool may_stand_by(const Self& self) {
+    if (self.rank == 0) return false;
+    return self.rank <= kStandbys || (gathers(self) && (self.local_rank == 0 || self.node == 0));
+}
+
 // The ports the others reach this rank on: data (pairs, the ring) and a
 // standby's (the others' reports if rank 0 is lost).
 bool open_ports(Step& st, uint16_t& standby_port) {
@@ -234,6 +246,9 @@ bool open_ports(Step& st, uint16_t& standby_port) {
         return false;
     }
     st.data_listen = std::move(data_listen.value());
+    // At most kStandbys ranks stand by, the first on a line of their own:
+    // no listener on the others (8,192 of them idle at 8,192 ranks).
+    if (!may_stand_by(st.self)) return true;
     auto standby_listen = wire::listen_tcp(st.bind_addr, 0, &standby_port);
     if (!standby_listen) {
         std::fprintf(stderr, "mn-preflight: %s: %s\n", st.self.label.c_str(), standby_listen.problem().text().c_str());
@@ -281,10 +296,8 @@ bool prepare_self(Step& st) {
     // First: the node's other ranks knock from their start, and on a loaded
     // host (8,192 ranks on 32 cores) this rank's own facts took seconds.
     open_node_door(st);
-    // A standby may take every rank's report: the first ranks, or a node's
-    // leader when ranks gather at them (the standbys are the first ranks
-    // on a line of their own).
-    if (st.self.rank <= kStandbys || (st.self.local_rank == 0 && gathers(st.self))) allow_connections(st.self);
+    // A standby may take every rank's report.
+    if (st.self.rank == 0 || may_stand_by(st.self)) allow_connections(st.self);
     local_facts(st);
     start_setup(st);
     uint16_t standby_port = 0;
@@ -304,11 +317,16 @@ bool join(Step& st, Follower& f) {
     me.start = st.start;
     me.hello = st.hello;
     me.standby_fd = st.standby_listen.get();
-    if (auto line = join_leader(st)) {
+    // Rank 0 lost: the standbys (takeover.cc), from the inbox's thread.
+    auto lost = [&f](const Standin& who) {
+        return [who, ctl = &f.ctl](const std::optional<msg::Roster>& roster, const std::string& loss,
+                                   const NodeWord& tell_node) { take_over(who, roster, loss, *ctl, tell_node); };
+    };
+    if (auto line = join_speaker(st)) {
         if (!*line) return false;
         f.ctl = std::move(*line);
-        me.via_leader = true;
-        f.inbox.start(&f.ctl, me);
+        me.via_speaker = true;
+        f.inbox.start(&f.ctl, self, true, lost(me));
         return true;
     }
     bool other_release = false;
@@ -321,40 +339,50 @@ bool join(Step& st, Follower& f) {
         return false;
     }
     f.ctl = Line(std::move(ctl.value().fd), std::move(ctl.value().seal));
-    f.inbox.start(&f.ctl, me, st.node_door);
+    f.inbox.start(&f.ctl, self, false, lost(me), st.node_door);
     return true;
 }
 
 namespace {
 
-// A guest of the doorway on MASTER_PORT: its hello (the connection's first
-// message) makes it a member; the rank it claims was proven by its knock.
-bool admit(Lead& l, Guest& g, std::vector<bool>& have) {
-    auto h = msg::decode<msg::Hello>(g.first);
-    if (!h || h->rank != g.rank) {
-        l.rep.notes.push_back("rank " + std::to_string(g.rank) + " from " + g.peer +
-                              " proved the step secret but its hello " +
-                              (h ? "names another rank" : "does not decode") + ": refused");
-        return false;
-    }
-    l.members[g.rank].hello = h.value();
-    l.members[g.rank].ctl = Line(std::move(g.fd), std::move(g.seal));
-    l.hub.add(g.rank, &l.members[g.rank].ctl);
-    have[g.rank] = true;
-    return true;
-}
+// A rank at the door: a guest of the doorway on MASTER_PORT (the rank its
+// knock proved, its line) or a hello its node's speaker carried (`via`).
+struct Arrival {
+    uint32_t rank = 0;
+    const wire::Body* hello = nullptr;  // the connection's first message, as it came
+    Guest* guest = nullptr;             // on MASTER_PORT
+    uint32_t via = 0;                   // else its speaker
+};
 
-// A rank that joined through its node's leader: the hub checked that its
-// hello names it; the leader must be here and of the same node.
-bool admit_joined(Lead& l, Heard& h, std::vector<bool>& have) {
-    const uint32_t r = h.rank;
-    if (have[r] || !have[h.via] || l.members[h.via].hello.node != h.joined->node) {
-        l.rep.notes.push_back("rank " + std::to_string(r) + " came through rank " + std::to_string(h.via) +
-                              (have[r] ? " a second time" : " (not its node's leader)") + ": refused");
+// The one way into the step, munge's dec_process_msg's shape: the hello is
+// decoded once, and each step passes or sets the one refusal: a note in
+// the report, or none for a hello the rendezvous never hears (a speaker's
+// for a rank not of the step, or one here already). True: a member.
+bool admit(Lead& l, Arrival& a, std::vector<bool>& have) {
+    const uint32_t r = a.rank;
+    const std::string who = a.guest ? "rank " + std::to_string(r) + " from " + a.guest->peer : "";
+    std::optional<std::string> refused;  // "": dropped unsaid
+    Outcome<msg::Hello> h = Problem{"", ""};
+    if (r == 0 || r >= have.size() || have[r]) refused = "";
+    if (!refused) h = msg::decode<msg::Hello>(*a.hello);
+    if (!refused && !h) refused = a.guest ? who + " proved the step secret but its hello does not decode: refused" : "";
+    if (!refused && h->rank != r)
+        refused = a.guest ? who + " proved the step secret but its hello names another rank: refused" : "";
+    if (!refused && !a.guest && (!have[a.via] || l.members[a.via].hello.node != h->node))
+        refused = "rank " + std::to_string(r) + " came through rank " + std::to_string(a.via) +
+                  " (not its node's leader): refused";
+    if (refused) {
+        if (!refused->empty()) l.rep.notes.push_back(*refused);
         return false;
     }
-    l.members[r].hello = std::move(*h.joined);
-    l.members[r].via = h.via;
+    Member& m = l.members[r];
+    m.hello = std::move(h.value());
+    if (a.guest) {
+        m.ctl = Line(std::move(a.guest->fd), std::move(a.guest->seal));
+        l.hub.add(r, &m.ctl);
+    } else {
+        m.via = a.via;
+    }
     have[r] = true;
     return true;
 }
@@ -363,11 +391,13 @@ bool admit_joined(Lead& l, Heard& h, std::vector<bool>& have) {
 // rendezvous ends with it named (noted), the others stopped by it.
 void lost_in_rendezvous(Lead& l, const std::vector<bool>& have, const Heard& h) {
     place_nodes(l, have);
-    l.note(h.rank, RankState::Fault, h.gone(msg::stage_name(msg::Stage::Rendezvous)));
+    std::vector<bool> absent_mask(have.size());
     std::vector<uint32_t> absent;
-    for (uint32_t r = 0; r < have.size(); ++r)
+    for (uint32_t r = 0; r < have.size(); ++r) {
+        absent_mask[r] = !have[r];
         if (!have[r]) absent.push_back(r);
-        else if (r != h.rank) l.note(r, RankState::Stopped, "");
+    }
+    l.lose(h, absent_mask);
     if (!absent.empty())
         l.rep.notes.push_back((absent.size() == 1 ? "rank " : "ranks ") + rank_ranges(absent) + " had not arrived yet");
 }
@@ -377,10 +407,10 @@ void send_roster(const Step& st, Lead& l) {
     msg::Roster roster;
     roster.lead = l.members[0].hello;
     // The first ranks on a line of their own: one that speaks through its
-    // node's leader hears of rank 0 only through it, and never takes over.
+    // node's speaker hears of rank 0 only through it, and never takes over.
     for (uint32_t r = 1; r < st.self.world && roster.standbys.size() < kStandbys; ++r) {
-        if (l.members[r].via) continue;
         const msg::Hello& h = l.members[r].hello;
+        if (l.members[r].via || h.standby_port == 0) continue;  // no port: it cannot stand by
         roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
     }
     // Its own second: the rendezvous' deadline may be all but spent.
@@ -419,7 +449,7 @@ void place_nodes(Lead& l, const std::vector<bool>& have) {
 
 bool gather(Step& st, Lead& l) {
     const Self& self = st.self;
-    l.phase = "rendezvous";
+    l.enter(msg::Stage::Rendezvous);
     uint16_t bound = 0;
     // On MASTER_ADDR itself (an address of this node), not every interface.
     auto lfd = wire::listen_tcp(st.bind_addr, self.port, &bound);
@@ -433,7 +463,6 @@ bool gather(Step& st, Lead& l) {
     clock_gettime(CLOCK_REALTIME, &ts);
     l.cost.start_unix = ts.tv_sec + ts.tv_nsec / 1e9 - (now_s() - st.start);
     l.hub.start(self, st.o.json);
-    l.hub.stage(msg::Stage::Rendezvous);
     std::vector<bool> have(self.world, false);
     l.members[0].hello = st.hello;
     l.members[0].hello.data_addr = st.bind_addr.empty() ? self.master : st.bind_addr;
@@ -451,17 +480,20 @@ bool gather(Step& st, Lead& l) {
         // answering ends the rendezvous at once.
         while (auto h = l.hear(Deadline::in(0)))
             if (h->joined) {
-                if (admit_joined(l, *h, have)) ++arrived;
+                Arrival a{h->rank, &*h->joined, nullptr, h->via};
+                if (admit(l, a, have)) ++arrived;
             } else if (!h->msg) {
                 lost = true;
                 lost_in_rendezvous(l, have, *h);
                 break;
             }
         if (lost) break;
-        // Through node leaders most ranks come as the hub's: wait less here.
+        // Through node speakers most ranks come as the hub's: wait less here.
         const double wait = gathers(self) ? 0.01 : 0.1;
-        for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted))
-            if (admit(l, g, have)) ++arrived;
+        for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted)) {
+            Arrival a{g.rank, &g.first, &g, 0};
+            if (admit(l, a, have)) ++arrived;
+        }
         // Ranks of another release proved who they are and will not come:
         // once every other rank is here, waiting on would only delay the
         // same verdict (and those here hear it).

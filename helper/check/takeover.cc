@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/plan/hostlist.h"
 
 namespace mn::check {
@@ -124,9 +124,9 @@ std::string first_node() {
 
 [[noreturn]] void take_over(const Standin& me, const std::optional<msg::Roster>& roster, const std::string& loss,
                             Line& ctl, const NodeWord& tell_node) {
-    if (me.via_leader) {
-        // Its leader is lost, not rank 0 (which names the leader), or the
-        // leader went to the standbys itself: either way no verdict is this
+    if (me.via_speaker) {
+        // Its speaker is lost, not rank 0 (which names the speaker), or the
+        // speaker went to the standbys itself: either way no verdict is this
         // rank's to give or to take.
         say(me, "its node's leader (LOCAL_RANK 0), its way to rank 0: " + loss +
                     "; the verdict names the leader, and this rank ends");

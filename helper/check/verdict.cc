@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Phase 5, the verdict: blame by evidence (lib/blame: the ranks that found
+// Phase 5, the verdict: blame by evidence (lib/check/blame: the ranks that found
 // a fault, else those that never reported; the others only waited on
 // them), the table or JSON, and every rank told done or stop. Budget: the
 // last half second of --timeout.
@@ -11,7 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "helper/check/step.h"
+#include "helper/check/lead.h"
 #include "lib/util/json.h"
 #include "lib/util/text.h"
 
@@ -82,7 +82,7 @@ void fail_closed(const Step& st, Lead& l) {
 
 int verdict(Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
-    l.hub.stage(msg::Stage::Verdict);
+    l.enter(msg::Stage::Verdict);
     // What the ranks sent is read first: if they ended the check while this
     // process was stopped (a Superseded), their verdict stands, not this one.
     l.hub.settle();

@@ -217,8 +217,8 @@ void judge(PreflightReport& r) {
     // note for each node they kept from being named, else one for them all.
     bool disturbed = false;
     if (r.retests_ran) {
-        const RetestPlan plan = plan_retests(r.pairs, nnodes, r.min_busbw);
-        for (const auto& v : judge_retests(plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts, machines)) {
+        const auto plan = retest_plan_of(r);
+        for (const auto& v : judge_retests(*plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts, machines)) {
             if (v.named) blame[v.node].push_back(v.text);
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
             disturbed = disturbed || v.disturbed;
@@ -239,7 +239,7 @@ void judge(PreflightReport& r) {
     for (const auto& f : slow_gpus(r.gpu_pairs))
         if (f.node < r.nodes.size() && (f.failed || !r.gpu_retests_ran)) blame[r.nodes[f.node].node].push_back(f.text);
     if (r.gpu_retests_ran)
-        for (const auto& v : judge_gpu_retests(plan_gpu_retests(r.gpu_pairs), r.gpu_pairs, r.gpu_retests, hosts)) {
+        for (const auto& v : judge_gpu_retests(*gpu_retest_plan_of(r), r.gpu_pairs, r.gpu_retests, hosts)) {
             if (v.node >= r.nodes.size()) continue;
             if (v.named) blame[r.nodes[v.node].node].push_back(v.text);
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
@@ -473,9 +473,9 @@ Json report_object(const PreflightReport& r) {
     j["retests"] = Json::array();
     j["retest_controls"] = Json::array();
     if (!r.retests.empty()) {
-        const RetestPlan plan = plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw);
+        const auto plan = retest_plan_of(r);
         for (const PairResult& p : r.retests) {
-            if (is_control(plan, p)) j["retest_controls"].push_back(pair("a", "b", p));
+            if (is_control(*plan, p)) j["retest_controls"].push_back(pair("a", "b", p));
             else j["retests"].push_back(pair("suspect", "partner", p));
         }
     }
@@ -493,8 +493,8 @@ Json report_object(const PreflightReport& r) {
     // link, and the control pairs timed beside them.
     std::vector<GpuPairResult> gpu_retests, gpu_controls;
     if (!r.gpu_retests.empty()) {
-        const GpuRetestPlan plan = plan_gpu_retests(r.gpu_pairs);
-        for (const GpuPairResult& p : r.gpu_retests) (is_gpu_control(plan, p) ? gpu_controls : gpu_retests).push_back(p);
+        const auto plan = gpu_retest_plan_of(r);
+        for (const GpuPairResult& p : r.gpu_retests) (is_gpu_control(*plan, p) ? gpu_controls : gpu_retests).push_back(p);
     }
     j["gpu_pairs"] = gpu_list(r.gpu_pairs);
     j["gpu_retests"] = gpu_list(gpu_retests);

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,6 +38,9 @@ struct FabricSignature {
         return fabric == o.fabric && hcas == o.hcas && rate_gbps == o.rate_gbps && mtu == o.mtu;
     }
 };
+
+struct RetestPlan;     // lib/check/retest.h
+struct GpuRetestPlan;
 
 struct NodeReport {
     uint32_t node = 0;
@@ -117,12 +121,17 @@ struct PreflightReport {
     // partner. With retests_ran, a node is named slow only on a slow retest.
     std::vector<PairResult> retests;
     bool retests_ran = false;
+    // The plan the retests ran by, made once from the first rounds (by the
+    // check that ran them); none in a report built without it, whose
+    // plan retest_plan_of() makes from its pairs.
+    std::shared_ptr<const RetestPlan> retest_plan;
     std::vector<GpuPairResult> gpu_pairs;
     // The same inside nodes: GPU pairs timed again for a GPU or a link that
     // looked slow (lib/check/retest); with gpu_retests_ran, a GPU or a link
     // is named slow only on a slow retest.
     std::vector<GpuPairResult> gpu_retests;
     bool gpu_retests_ran = false;
+    std::shared_ptr<const GpuRetestPlan> gpu_retest_plan;  // as retest_plan
     std::optional<double> min_busbw;
     std::string timed_out;  // the phase that ran out of time, and who was missing
     // Strangers (connections without the step secret) came while the check

@@ -563,4 +563,14 @@ std::vector<RetestVerdict> judge_gpu_retests(const GpuRetestPlan& plan, const st
     return out;
 }
 
+std::shared_ptr<const RetestPlan> retest_plan_of(const PreflightReport& r) {
+    if (r.retest_plan) return r.retest_plan;
+    return std::make_shared<const RetestPlan>(plan_retests(r.pairs, static_cast<uint32_t>(r.nodes.size()), r.min_busbw));
+}
+
+std::shared_ptr<const GpuRetestPlan> gpu_retest_plan_of(const PreflightReport& r) {
+    if (r.gpu_retest_plan) return r.gpu_retest_plan;
+    return std::make_shared<const GpuRetestPlan>(plan_gpu_retests(r.gpu_pairs));
+}
+
 }  // namespace mn

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -163,6 +164,10 @@ struct GpuRetestPlan {
     std::vector<std::size_t> unconfirmable;  // indexes into suspects
 };
 GpuRetestPlan plan_gpu_retests(const std::vector<GpuPairResult>& pairs);
+// The report's plans: the ones its check carried, else made now from its
+// first rounds (the same plan: made from the same pairs and floor).
+std::shared_ptr<const RetestPlan> retest_plan_of(const PreflightReport& r);
+std::shared_ptr<const GpuRetestPlan> gpu_retest_plan_of(const PreflightReport& r);
 // A GPU retest that is a control pair, not a suspect's.
 bool is_gpu_control(const GpuRetestPlan& plan, const GpuPairResult& retest);
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 namespace mn {
 
@@ -54,6 +55,11 @@ std::string lower(std::string s) {
 std::string host_name() {
     char buf[256] = {0};
     return gethostname(buf, sizeof buf - 1) == 0 ? buf : "?";
+}
+
+std::string env_or(const char* name, const std::string& dflt) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : dflt;
 }
 
 double now_s() {

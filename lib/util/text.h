@@ -21,6 +21,8 @@ std::string join_list(const std::vector<std::string>& v, char sep = ',');
 std::string lower(std::string s);
 // This machine's host name, "?" if the kernel will not say.
 std::string host_name();
+// The environment variable's value, or `dflt` when it is unset or empty.
+std::string env_or(const char* name, const std::string& dflt = "");
 // Seconds on the monotonic clock, for durations.
 double now_s();
 // Bytes as lower-case hex ("0a1b..."): secrets and nonces in environment

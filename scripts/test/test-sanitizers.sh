@@ -135,13 +135,13 @@ if [ $unit_only = 0 ]; then
       failed=$((failed + 1))
     fi
     # CI's hour holds the files where outside input meets the sanitized code
-    # (the plugin in slurmstepd, the check's wire and doorway, GPU binding);
+    # (the plugin in slurmstepd, its failing hooks, the check's wire and doorway);
     # MN_SANITIZERS_FULL=1 runs every file (about 25 min more here).
     files=()
     if [ "${MN_SANITIZERS_FULL:-0}" = 1 ]; then
       files=("$build"/tests/integration/test_*.sh)
     else
-      for n in test_plugin test_spank_failures test_hostile_inputs test_inline test_preflight test_fleet test_gpus; do
+      for n in test_plugin test_spank_failures test_hostile_inputs test_preflight; do
         files+=("$build/tests/integration/$n.sh")
       done
       echo "asan: integration files ${files[*]##*/} (${#files[@]} of $(ls "$build"/tests/integration/test_*.sh | wc -l); MN_SANITIZERS_FULL=1 runs all)"

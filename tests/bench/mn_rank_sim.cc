@@ -70,8 +70,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "helper/check/doorway.h"
-#include "helper/check/messages.h"
+#include "helper/check/control/doorway.h"
+#include "helper/check/control/messages.h"
 #include "helper/wire.h"
 #include "lib/fabric/fabric.h"
 #include "lib/fabric/verbs.h"
@@ -440,7 +440,7 @@ void Sim::answer(Rank& r, msg::FromRank m) {
 // On its own line, or up through its leader.
 void Sim::send_now(Rank& r, const msg::FromRank& m) {
     if (!r.member) return send(r, m);
-    ranks_[r.leader].up.push_back({r.rank, "said", {body_of(m)}, "", false});
+    ranks_[r.leader].up.push_back({r.rank, msg::Carried::What::Said, {body_of(m)}, "", false});
 }
 
 void Sim::relay_up(Rank& leader) {
@@ -578,7 +578,7 @@ void Sim::take_frames(Rank& r) {
             r.next_beat = now_s() + beat_period(o_.ranks) * (r.rank % 10) / 10.0;
             // A leader: its node's hellos, as they came to its door.
             for (uint32_t m = r.rank + 1; m < o_.ranks && ranks_[m].member && ranks_[m].leader == r.rank; ++m) {
-                r.up.push_back({m, "hello", {hellos_[m]}, "", false});
+                r.up.push_back({m, msg::Carried::What::Hello, {hellos_[m]}, "", false});
                 ranks_[m].state = State::Joined;
                 ++joined_;
                 if (ranks_[m].silent) ranks_[m].quiet_since = now_s();
@@ -692,7 +692,7 @@ int Sim::run() {
                     const double since = quiet_rendezvous(o_.ranks) ? std::max(r.quiet_since, lead.rostered_at)
                                                                     : r.quiet_since;
                     if (now - since > kSilence) {
-                        lead.up.push_back({r.rank, "gone", {}, "nothing heard from it for 3 s", true});
+                        lead.up.push_back({r.rank, msg::Carried::What::Gone, {}, "nothing heard from it for 3 s", true});
                         r.reported = true;
                     }
                 }
@@ -711,7 +711,7 @@ int Sim::run() {
             } else if (now >= r.next_beat) {
                 // How late this process plays a beat: its own lag, not rank 0's.
                 if (r.next_beat > 0) beat_late_ = std::max(beat_late_, now - r.next_beat);
-                // As a rank's inbox does (liveness.cc, due_beat): none within
+                // As a rank's inbox does (control/inbox.cc, due_beat): none within
                 // half a period of another message.
                 if (now - r.sent_at >= beat_period(o_.ranks) / 2) send(r, msg::Beat{r.stage});
                 r.next_beat = now + beat_period(o_.ranks);

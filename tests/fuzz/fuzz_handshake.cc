@@ -11,7 +11,7 @@
 //  - every strict prefix of a good knock asks for more, never a verdict.
 #include <cstring>
 
-#include "helper/check/doorway.h"
+#include "helper/check/control/doorway.h"
 #include "helper/wire.h"
 #include "lib/util/crypto.h"
 #include "lib/util/text.h"

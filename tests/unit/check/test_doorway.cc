@@ -14,7 +14,7 @@
 #include <map>
 #include <thread>
 
-#include "helper/check/doorway.h"
+#include "helper/check/control/doorway.h"
 #include "lib/util/crypto.h"
 #include "lib/util/text.h"
 #include "tests/unit/unit.h"

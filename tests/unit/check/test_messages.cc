@@ -6,7 +6,7 @@
 // never an exception; the challenge stays text that protocol 2 reads.
 #include <nlohmann/json.hpp>
 
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 #include "tests/unit/unit.h"
 
 using namespace mn;
@@ -183,8 +183,8 @@ static void a_leader_carries_nested_messages_whole(void**) {
     assert_true(back && std::get<msg::Relay>(back.value()) == down);
     assert_str(std::get<msg::Relay>(back.value()).parts[1].body.bytes, odd);
     assert_true(msg::decode_from_lead(std::get<msg::Relay>(back.value()).parts[0].body.bytes).ok());
-    const msg::Relayed up{{{9, "hello", {msg::encode(a_hello())}, "", false},
-                           {10, "gone", {}, "nothing heard from it for 3 s", true}}};
+    const msg::Relayed up{{{9, msg::Carried::What::Hello, {msg::encode(a_hello())}, "", false},
+                           {10, msg::Carried::What::Gone, {}, "nothing heard from it for 3 s", true}}};
     auto up_back = msg::decode_from_rank(msg::encode(msg::FromRank(up)));
     assert_true(up_back && std::get<msg::Relayed>(up_back.value()) == up);
     assert_true(msg::decode<msg::Hello>(std::get<msg::Relayed>(up_back.value()).parts[0].body.bytes).value() ==

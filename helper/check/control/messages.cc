@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 
 #include <nlohmann/json.hpp>
 
@@ -162,6 +162,7 @@ void get_word(const Wire& j, E& e, const char* const (&words)[N]) {
 
 constexpr const char* kStageWords[] = {"rendezvous", "readiness", "collective", "pairs", "verdict"};
 constexpr const char* kKindWords[] = {"none", "peer", "fault"};
+constexpr const char* kCarriedWords[] = {"hello", "said", "gone"};
 
 // Bounds narrower than a field's type, checked once the struct is read
 // (here, before the mappings that call them).
@@ -202,19 +203,17 @@ void bounds(const PairReport& m) {
         throw Wrong{"rtt_ms", "is " + std::to_string(*m.rtt_ms) + ", not a round trip from 0 to 1000000 ms"};
 }
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
-void bounds(const Carried& m) {
-    if (m.what != "hello" && m.what != "said" && m.what != "gone")
-        throw Wrong{"what", "is not one of 'hello', 'said', 'gone'"};
-}
 void bounds(const Superseded& m) { within("code", m.code, 0, 255); }
 
 }  // namespace
 
-// Stage and Result::Kind travel as words.
+// Stage, Result::Kind and Carried::What travel as words.
 [[maybe_unused]] static void to_json(Wire& j, Stage s) { put_word(j, s, kStageWords); }
 [[maybe_unused]] static void from_json(const Wire& j, Stage& s) { get_word(j, s, kStageWords); }
 [[maybe_unused]] static void to_json(Wire& j, Result::Kind k) { put_word(j, k, kKindWords); }
 [[maybe_unused]] static void from_json(const Wire& j, Result::Kind& k) { get_word(j, k, kKindWords); }
+[[maybe_unused]] static void to_json(Wire& j, Carried::What w) { put_word(j, w, kCarriedWords); }
+[[maybe_unused]] static void from_json(const Wire& j, Carried::What& w) { get_word(j, w, kCarriedWords); }
 
 // A nested message travels as a CBOR byte string.
 [[maybe_unused]] static void to_json(Wire& j, const Nested& n) {
@@ -423,6 +422,8 @@ Outcome<FromLead> decode_from_lead(const wire::Body& body) {
 Outcome<FromRank> decode_from_rank(const wire::Body& body) {
     return decode_one_of<FromRank>(body, "a rank never sends rank 0");
 }
+
+const char* stage_word(Stage s) { return kStageWords[static_cast<int>(s)]; }
 
 const char* stage_name(Stage s) {
     static const char* const names[] = {"the rendezvous", "readiness", "the all-reduce", "the pair tests", "the verdict"};

@@ -25,9 +25,10 @@ namespace mn::check::msg {
 // The check's phases, as rank 0 announces them in its heartbeats and as
 // messages name them ("stopped answering in the all-reduce").
 enum class Stage { Rendezvous, Readiness, Collective, Pairs, Verdict };
-const char* stage_name(Stage s);
+const char* stage_name(Stage s);  // "the all-reduce"
+const char* stage_word(Stage s);  // "collective": the word on the wire, and a time-out's phase
 
-// ---- the handshake of every connection (helper/check/doorway.h) ----------
+// ---- the handshake of every connection (helper/check/control/doorway.h) ----------
 
 // Each build speaks one protocol; two that differ refuse each other with a
 // message that names both. A field added within a protocol is a
@@ -118,8 +119,9 @@ struct Hello {
 
 // ---- both ways, on the control connection ----------------------------------
 
-// A heartbeat: every kBeat seconds each way, from a thread of its own, so
-// that a rank busy in a long GPU call still answers. Rank 0's says where it is.
+// A heartbeat: every beat period each way, from the process's control
+// thread, so that a rank busy in a long GPU call still answers. Rank 0's
+// says where it is.
 struct Beat {
     Stage stage = Stage::Rendezvous;
     auto tie() const { return std::tie(stage); }
@@ -167,14 +169,14 @@ struct Plan {
     uint64_t pair_bytes = 0;
     int nranks = 0, first_rank = 0;      // NCCL ranks in all; this rank's first
     std::string id;                      // NCCL's unique id (GPU path)
-    // CPU path: each node's ranks add their buffers at the node's leader
-    // (its lowest rank), the leaders ring, and each leader hands the sum
-    // back. A leader's next_* is the next leader's data port; a member's,
-    // its leader's.
+    // CPU path: each node's ranks add their buffers at the node's head
+    // (its lowest rank; `leader` on the wire), the heads ring, and each
+    // head hands the sum back. A head's next_* is the next head's data
+    // port; a member's, its head's.
     std::string next_addr;
     uint16_t next_port = 0;
-    uint32_t leader = 0;            // this rank's node leader (itself when it leads)
-    std::vector<uint32_t> members;  // a leader: the other ranks of its node
+    uint32_t leader = 0;            // this rank's node's head in the ring (itself when it heads)
+    std::vector<uint32_t> members;  // a head: the other ranks of its node
     uint32_t ring_pos = 0, ring_size = 0;  // a leader: its place in the leaders' ring, and their number
     uint32_t prev = 0, next = 0;           // a leader: the leaders before and after it
     std::vector<std::vector<int>> colors;  // GPU pair rounds: each lane's color, -1 to sit out
@@ -225,6 +227,7 @@ struct Ready {
     // the rendezvous (loading NCCL and CUDA takes a while); "" if not read
     // in time.
     std::string fingerprint;
+    auto tie() const { return std::tie(error, health, fingerprint); }
 };
 
 // A rank's part of the collective.
@@ -316,13 +319,15 @@ struct Relay {
 };
 
 // A node's leader -> rank 0: what its node's ranks said since its last
-// Relayed, in the order they said it. `what`: "hello" (body: the rank's
-// Hello, which joins it to the step through this leader), "said" (body: a
-// message a rank sends rank 0) or "gone" (its line to the leader ended, or
-// it fell silent: error says how, silent which).
+// Relayed, in the order they said it. `what`: Hello (body: the rank's
+// Hello, which joins it to the step through this leader), Said (body: a
+// message a rank sends rank 0) or Gone (its line to the leader ended, or
+// it stopped answering: error says how, `silent` which; the wire's word
+// for what step.h calls Gone::StoppedAnswering).
 struct Carried {
+    enum class What { Hello, Said, Gone };  // on the wire: "hello", "said", "gone"
     uint32_t rank = 0;
-    std::string what;
+    What what = What::Said;
     Nested body;
     std::string error;
     bool silent = false;
@@ -353,7 +358,7 @@ wire::Body encode(const FromRank& m);
 // One of the messages that may come on the control connection.
 Outcome<FromLead> decode_from_lead(const wire::Body& body);
 Outcome<FromRank> decode_from_rank(const wire::Body& body);
-// The phases' names for three of them.
+// The phases' names for two of them.
 inline Outcome<Word> decode_word(const wire::Body& b) { return decode<Word>(b); }
 inline Outcome<TakeoverReport> decode_takeover_report(const wire::Body& b) { return decode<TakeoverReport>(b); }
 
@@ -367,6 +372,7 @@ template <typename M, typename = decltype(std::declval<const M&>().tie())>
 bool operator==(const M& a, const M& b) {
     return a.tie() == b.tie();
 }
+// Ready's readings have no == of their own: compared as they travel.
 bool operator==(const Ready& a, const Ready& b);
 
 }  // namespace mn::check::msg

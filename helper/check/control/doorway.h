@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "helper/check/messages.h"
+#include "helper/check/control/messages.h"
 #include "helper/wire.h"
 #include "lib/util/outcome.h"
 

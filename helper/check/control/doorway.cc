@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "helper/check/doorway.h"
+#include "helper/check/control/doorway.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// The test hooks (hooks.h), and the bounds they move.
+#include "helper/check/hooks.h"
+
+#include "build_config.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+
+#include "helper/check/control/line.h"
+#include "lib/util/text.h"
+
+namespace mn::check {
+
+namespace {
+// Only a build configured with --enable-test-hooks reads these variables.
+bool hook_names_rank(const char* var, uint32_t rank) {
+#ifdef MN_TEST_HOOKS
+    for (const std::string& r : split_list(env_or(var)))
+        if (r == std::to_string(rank)) return true;
+#else
+    (void)var, (void)rank;
+#endif
+    return false;
+}
+}  // namespace
+
+namespace {
+// MN_PREFLIGHT_START_LOG's line "RANK UNIX-SECONDS[ WHAT]" for a moment
+// `ago` seconds back (test hook).
+void log_moment(const Self& self, double ago, const char* what) {
+#ifdef MN_TEST_HOOKS
+    const std::string file = env_or("MN_PREFLIGHT_START_LOG");
+    if (file.empty()) return;
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (FILE* f = std::fopen(file.c_str(), "a")) {
+        std::fprintf(f, "%u %.6f%s%s\n", self.rank, ts.tv_sec + ts.tv_nsec / 1e9 - ago, *what ? " " : "", what);
+        std::fclose(f);
+    }
+#else
+    (void)self, (void)ago, (void)what;
+#endif
+}
+}  // namespace
+
+void log_start(const Self& self, double start) { log_moment(self, now_s() - start, ""); }
+
+void log_end(const Self& self, const char* what) { log_moment(self, 0, what); }
+
+uint32_t hook_bound(const char* var, uint32_t dflt) {
+#ifdef MN_TEST_HOOKS
+    const std::string v = env_or(var);
+    return v.empty() ? dflt : static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 10));
+#else
+    (void)var;
+    return dflt;
+#endif
+}
+
+bool quiet_rendezvous(uint32_t world) {
+    static const uint32_t above = hook_bound("MN_PREFLIGHT_QUIET_ABOVE", kBeatsHalved);
+    return world > above;
+}
+
+bool setup_fails_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_FAIL_SETUP", rank); }
+bool exits_on_purpose(uint32_t rank) { return hook_names_rank("MN_PREFLIGHT_EXIT_IN_COLLECTIVE", rank); }
+bool stalls_pairs(uint32_t rank, bool retest) {
+    return hook_names_rank("MN_PREFLIGHT_STALL_RETESTS", rank) ||
+           (!retest && hook_names_rank("MN_PREFLIGHT_STALL_PAIRS", rank));
+}
+bool shares_simulated() {
+#ifdef MN_TEST_HOOKS
+    return env_or("MN_PREFLIGHT_SIM_SHARE") == "1";
+#else
+    return false;
+#endif
+}
+bool slowed_from_round(const std::string& tag) {
+#ifdef MN_TEST_HOOKS
+    const std::string from = env_or("MN_PREFLIGHT_SLOW_FROM_ROUND");
+    if (from.empty()) return false;
+    if (tag.rfind("retest:", 0) == 0) return true;
+    // "pair:K:Q"
+    const std::size_t a = tag.find(':'), b = tag.find(':', a + 1);
+    return tag.rfind("pair:", 0) == 0 && b != std::string::npos &&
+           std::strtoul(tag.substr(a + 1, b - a - 1).c_str(), nullptr, 10) >= std::strtoul(from.c_str(), nullptr, 10);
+#else
+    (void)tag;
+    return false;
+#endif
+}
+
+}  // namespace mn::check
