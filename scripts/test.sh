@@ -272,17 +272,18 @@ fi
 
 part ""
 echo
-echo "== time taken (this run: $(($(date +%s) - t_all)) s)"
-printf '%s' "$times"
-echo
 # What failed, again at the end: a CI log may keep only its head and tail.
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   echo "== what failed"
   printf '%s' "$failures"
   grep -h -A8 '^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
-    /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -80
+    /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -60
   echo
 fi
+# The time table last but one: a CI log's tail keeps it whole.
+echo "== time taken (this run: $(($(date +%s) - t_all)) s)"
+printf '%s' "$times"
+echo
 # A subset says so next to its counts (release-matrix.sh's table shows it).
 [ -z "$subset" ] || echo "subset: $subset"
 echo "$passed passed, $failed failed"

@@ -128,7 +128,11 @@ t_rank_never_arrives() {
 
 # signal_rank RANK SIGNAL CMD...: runs the step CMD (each task writes its
 # pid to $OUT/pid.$SLURM_PROCID, then execs the check) in the background,
-# sends SIGNAL to that rank's process 1.5 s after every task started, and
+# sends SIGNAL to that rank's process 1.5 s after every rank's check began
+# its rendezvous (MN_PREFLIGHT_START_LOG, a test hook: on a slow machine,
+# under ASan, a rank stopped before it arrived is one that "did not
+# arrive", a time-out, not the stop in the middle these tests show; TASKS,
+# 3 unless set, is the step's number of tasks), and
 # waits for a verdict line (^FAIL or ^PASS) in any task's output. Then
 # resumes a stopped process and waits for srun. Sets MS (from the signal
 # to the verdict, or "none"), VERDICT_FROM (the task that printed it), RC;
@@ -145,13 +149,15 @@ signal_rank() {
   done
 }
 signal_rank_once() {
-  local rank=$1 sig=$2 i f victim t0 spid
+  local rank=$1 sig=$2 i f victim t0 spid hooked=0
   shift 2
-  rm -f "$OUT"/pid.* "$OUT"/out.* "$OUT"/err.*
-  timeout 120 srun -o "$OUT/out.%t" -e "$OUT/err.%t" "$@" >"$OUT/srun" 2>&1 &
+  "$PF" --version | grep -q 'test hooks built in' && hooked=1
+  rm -f "$OUT"/pid.* "$OUT"/out.* "$OUT"/err.* "$OUT/started"
+  MN_PREFLIGHT_START_LOG=$OUT/started timeout 120 srun -o "$OUT/out.%t" -e "$OUT/err.%t" "$@" >"$OUT/srun" 2>&1 &
   spid=$!
-  for i in $(seq 200); do
-    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
+  for i in $(seq 600); do
+    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge "${TASKS:-3}" ] &&
+      { [ $hooked = 0 ] || [ "$(cut -d' ' -f1 "$OUT/started" 2>/dev/null | sort -u | wc -l)" -ge "${TASKS:-3}" ]; } && break
     sleep 0.1
   done
   sleep 1.5
@@ -297,7 +303,7 @@ t_gathered_at_leaders() {
 t_member_stopped_behind_its_leader() {
   local name="rank 3 stopped (SIGSTOP) behind its leader rank 2: its leader names it silent, exit 1 within 8 s of the stop, only node1 and rank 3 named"
   hooks_built_in || return
-  signal_rank 3 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
+  TASKS=6 signal_rank 3 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
   [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
     has '^out.0: node1 .*rank 3: stopped answering in .*\(nothing heard from it for 3 s\)$' &&
     [ "$(count '^out.0: problem:')" = 1 ] && has '^out.0: node2 .*waited on node1$' ||
@@ -308,7 +314,7 @@ t_member_stopped_behind_its_leader() {
 t_leader_stopped() {
   local name="node1's leader (rank 2) stopped (SIGSTOP): rank 0 names it, not rank 3 behind it, which ends saying its leader was lost; exit 1 within 8 s"
   hooks_built_in || return
-  signal_rank 2 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
+  TASKS=6 signal_rank 2 STOP -N3 --ntasks-per-node=2 --mn-nccl bash -c "$(gather "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)")"
   [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$MS" -lt 8000 ] && [ "$VERDICT_FROM" = 0 ] &&
     has '^out.0: node1 .*rank 2: stopped answering in ' && [ "$(count '^out.0: problem:')" = 1 ] &&
     ! has '^out.0: .*rank 3: ' && has "^err.3: mn-preflight: node1 rank 3: its node's leader \(LOCAL_RANK 0\), its way to rank 0: " ||
