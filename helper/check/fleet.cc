@@ -141,7 +141,7 @@ bool fingerprints_alike(Lead& l) {
         }
         auto f = decode_fingerprint(text);
         if (!f) {
-            l.rep.nodes[i].problems.push_back("fingerprint: unreadable (" + f.problem().text() + ")");
+            l.rep.nodes[i].problems.push_back({VerdictKind::Fingerprint, "fingerprint: unreadable (" + f.problem().text() + ")"});
             continue;
         }
         nodes.push_back(*f);
@@ -157,7 +157,7 @@ bool fingerprints_alike(Lead& l) {
             tied += (tied.empty() ? "" : "; ") + n.host + ": " + x.text.substr(std::string(kFingerprintTag).size());
             ok = false;
         } else if (x.fail) {
-            n.problems.push_back(x.text);
+            n.problems.push_back({VerdictKind::Fingerprint, x.text});
             ok = false;
         } else {
             l.rep.notes.push_back("warning: " + n.host + ": " + x.text);
@@ -173,13 +173,14 @@ bool fingerprints_alike(Lead& l) {
 
 namespace {
 
+// kinds: each finding's, for the metrics (finding_kinds()).
 void write_record(const std::string& hist, const std::string& mets, const HistoryRecord& r,
-                  const std::vector<GpuReadings>& gpus) {
+                  const std::vector<std::string>& kinds, const std::vector<GpuReadings>& gpus) {
     if (!hist.empty())
         if (auto w = append_history(hist, r); !w)
             std::fprintf(stderr, "mn-preflight: %s: history: %s\n", r.node.c_str(), w.problem().text().c_str());
     if (!mets.empty())
-        if (auto w = write_metrics(mets, node_metrics(r, gpus)); !w)
+        if (auto w = write_metrics(mets, node_metrics(r, kinds, gpus)); !w)
             std::fprintf(stderr, "mn-preflight: %s: metrics: %s\n", r.node.c_str(), w.problem().text().c_str());
 }
 
@@ -203,32 +204,44 @@ void remember(const Step& st, const Lead& l) {
         const auto& n = rep.nodes[i];
         HistoryRecord r = record_now(n.host);
         r.verdict = n.verdict;
-        r.kind = verdict_kind(n.verdict, !rep.timed_out.empty() && n.verdict != "ok" && n.verdict.rfind("waited", 0) != 0);
-        // Strangers made the check run out of time: not this node's failure.
-        // Nor is one that ran out of time over ranks of another release.
-        if ((!rep.disturbed.empty() || !rep.skew.empty()) && r.kind == "timeout") r.kind = "disturbed";
-        for (const auto& p : rep.problems)
-            if (p.rfind(n.host + ": ", 0) == 0) r.findings.push_back(p.substr(n.host.size() + 2));
+        r.kind = kind_word(n.kind);
+        std::vector<std::string> kinds;
+        // A culprit of a check that ran out of time: each of its charges
+        // counts as the time-out it was.
+        for (const auto& c : n.charges) {
+            r.findings.push_back(c.text);
+            kinds.push_back(kind_word(n.kind == VerdictKind::Timeout ? VerdictKind::Timeout : c.kind));
+        }
         for (const auto& p : rep.notes)
-            if (note_about(p, n.host)) r.findings.push_back(p);
+            if (note_about(p, n.host)) {
+                r.findings.push_back(p);
+                kinds.push_back("warning");
+            }
         if (rep.coll.busbw_gbps > 0) r.busbw_gbps = rep.coll.busbw_gbps;
         if (n.pair_busbw) r.pair_busbw_gbps = *n.pair_busbw;
         const std::vector<GpuReadings> none;
-        write_record(hist, mets, r, i < l.node_health.size() ? l.node_health[i] : none);
+        write_record(hist, mets, r, kinds, i < l.node_health.size() ? l.node_health[i] : none);
     }
 }
 
-void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<std::string>& problems,
+void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<Charge>& problems,
                      const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus) {
     if (o.history_dir.empty() && o.metrics_dir.empty()) return;
     HistoryRecord r = record_now(host);
     r.step = r.step.empty() ? "prolog" : r.step;
-    for (const auto& p : problems) r.verdict += (r.verdict.empty() ? "" : "; ") + p;
+    std::vector<std::string> kinds;
+    for (const auto& p : problems) {
+        r.verdict += (r.verdict.empty() ? "" : "; ") + p.text;
+        r.findings.push_back(p.text);
+        kinds.push_back(kind_word(p.kind));
+    }
     if (problems.empty()) r.verdict = "ok";
-    r.kind = problems.empty() ? "ok" : verdict_kind(problems.front(), false);
-    r.findings = problems;
-    for (const auto& n : notes) r.findings.push_back("warning: " + n);
-    write_record(o.history_dir, o.metrics_dir, r, gpus);
+    r.kind = kind_word(problems.empty() ? VerdictKind::Ok : problems.front().kind);
+    for (const auto& n : notes) {
+        r.findings.push_back("warning: " + n);
+        kinds.push_back("warning");
+    }
+    write_record(o.history_dir, o.metrics_dir, r, kinds, gpus);
 }
 
 }  // namespace mn::check

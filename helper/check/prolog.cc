@@ -75,6 +75,12 @@ std::set<std::string> sort_gpu_users(const std::vector<GpuReadings>& readings, c
     return jobs;
 }
 
+std::vector<std::string> texts_of(const std::vector<Charge>& charges) {
+    std::vector<std::string> out;
+    for (const auto& c : charges) out.push_back(c.text);
+    return out;
+}
+
 }  // namespace
 
 int run_prolog(const PrologOptions& o) {
@@ -99,7 +105,8 @@ int run_prolog(const PrologOptions& o) {
         if (scope->indices()) setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
     }
     const bool job_has_gpus = scope->whole_node || !scope->ids.empty();
-    std::vector<std::string> problems, notes;
+    std::vector<Charge> problems;
+    std::vector<std::string> notes;
     const auto ports = discover_ports(user_sysfs_root(process_env()));
     auto choice = choose_fabric(ports, o.mode);
     std::string fabric = "?";
@@ -107,12 +114,12 @@ int run_prolog(const PrologOptions& o) {
         // The rule's text names the plugin's option; here it was --mode.
         std::string what = choice.problem().what;
         if (what.rfind("--mn-nccl=", 0) == 0) what = "--mode " + what.substr(10);
-        problems.push_back(what);
+        problems.push_back({VerdictKind::Fault, what});
     } else {
         fabric = choice->fabric;
         // RDMA hardware with not one usable port: the node is cut off from
         // the fast network, whatever the job wants.
-        if (std::string cut = unusable_fabric(*choice); !cut.empty()) problems.push_back(cut);
+        if (std::string cut = unusable_fabric(*choice); !cut.empty()) problems.push_back({VerdictKind::Fault, cut});
         for (const auto& v : choice->ports)
             if (!v.chosen && v.port.state != "ACTIVE") notes.push_back(v.port.name() + " " + v.reason);
     }
@@ -136,19 +143,24 @@ int run_prolog(const PrologOptions& o) {
             }
         }
         if (exercise)
-            if (std::string g = gpu::local_check(o.timeout); !g.empty()) problems.push_back(g);
+            if (std::string g = gpu::local_check(o.timeout); !g.empty()) problems.push_back({VerdictKind::Fault, g});
         if (ga.ok) {
             // NVML's view of the checked GPUs, after local_check's copies
             // kept the links busy.
             readings = gpu::health(all);
             sort_gpu_users(readings, *scope, excused, notes);
-            for (const auto& f : gpu_health(host, readings, excused))
-                (f.fail ? problems : notes).push_back(f.text.substr(host.size() + 1));
+            for (const auto& f : gpu_health(host, readings, excused)) {
+                if (f.fail) problems.push_back({VerdictKind::Fault, f.text.substr(host.size() + 1)});
+                else notes.push_back(f.text.substr(host.size() + 1));
+            }
         }
     }
     // What this node alone shows of its software (no majority to compare with).
     if (auto fp = decode_fingerprint(check::node_fingerprint(host)))
-        for (const auto& f : node_fingerprint_findings(*fp)) (f.fail ? problems : notes).push_back(f.text);
+        for (const auto& f : node_fingerprint_findings(*fp)) {
+            if (f.fail) problems.push_back({VerdictKind::Fingerprint, f.text});
+            else notes.push_back(f.text);
+        }
     const int checked = ga.ok ? ga.devices : 0;
     std::string gpus = scope->text() + ": " +
                        (checked ? std::to_string(checked) + " checked"
@@ -157,7 +169,7 @@ int run_prolog(const PrologOptions& o) {
     if (problems.empty())
         line += "ok (fabric " + fabric + "; " + gpus + (notes.empty() ? "" : "; " + notes.front()) + ")";
     else
-        for (std::size_t i = 0; i < problems.size(); ++i) line += (i ? "; " : "") + problems[i];
+        for (std::size_t i = 0; i < problems.size(); ++i) line += (i ? "; " : "") + problems[i].text;
     mark_done();
     if (!o.reason_file.empty() && !problems.empty()) {
         // Slurm's drain reason: one line, short, whatever bytes a problem
@@ -184,7 +196,7 @@ int run_prolog(const PrologOptions& o) {
                   {"gpus", checked},
                   {"gpu_scope", json_text(scope->text())},
                   {"job_gpus", json_texts(scope->ids)},
-                  {"problems", json_texts(problems)},
+                  {"problems", json_texts(texts_of(problems))},
                   {"notes", json_texts(notes)}};
         std::fputs(json_line(j).c_str(), stdout);
     } else {

@@ -86,7 +86,7 @@ bool gpus_unshared(const Step& st, Lead& l) {
     const auto shared = shared_gpus(claims);
     for (const auto& s : shared) {
         for (auto& n : l.rep.nodes)
-            if (std::find(n.ranks.begin(), n.ranks.end(), s.ranks.front()) != n.ranks.end()) n.problems.push_back(s.text());
+            if (std::find(n.ranks.begin(), n.ranks.end(), s.ranks.front()) != n.ranks.end()) n.problems.push_back({VerdictKind::Fault, s.text()});
     }
     if (!shared.empty()) l.rep.coll.error = "ranks share a GPU (" + shared.front().text() + ")";
     return shared.empty();
@@ -118,8 +118,8 @@ bool choose_path(const Step& st, Lead& l) {
         for (auto& n : rep.nodes)
             for (uint32_t r : n.ranks)
                 if (std::find(stranded.begin(), stranded.end(), r) != stranded.end()) {
-                    n.problems.push_back("no GPU path on " + std::to_string(l.members[r].hello.gpus) +
-                                         " GPU(s): " + l.members[r].hello.gpu_why);
+                    n.problems.push_back({VerdictKind::Fault, "no GPU path on " + std::to_string(l.members[r].hello.gpus) +
+                                                           " GPU(s): " + l.members[r].hello.gpu_why});
                     break;
                 }
         return false;
@@ -134,7 +134,7 @@ bool choose_path(const Step& st, Lead& l) {
         for (auto& n : rep.nodes)
             for (uint32_t r : n.ranks)
                 if (!l.members[r].hello.gpu_ok) {
-                    n.problems.push_back("no GPU path: " + l.members[r].hello.gpu_why);
+                    n.problems.push_back({VerdictKind::Fault, "no GPU path: " + l.members[r].hello.gpu_why});
                     break;
                 }
         return false;
@@ -164,7 +164,7 @@ bool choose_path(const Step& st, Lead& l) {
         if (l.nccl_id.empty()) {
             rep.coll.error = "rank 0 could not make NCCL's unique id (ncclGetUniqueId failed on " + rep.nodes[0].host +
                              "); fix: NCCL_SOCKET_IFNAME must name an interface that is up there";
-            rep.nodes[0].problems.push_back("ncclGetUniqueId failed (NCCL found no interface for its bootstrap)");
+            rep.nodes[0].problems.push_back({VerdictKind::Fault, "ncclGetUniqueId failed (NCCL found no interface for its bootstrap)"});
             return false;
         }
     }

@@ -434,7 +434,7 @@ void place_nodes(Lead& l, const std::vector<bool>& have) {
             n.gpus = h.gpus;
             std::string problems;
             for (const auto& p : h.problems) problems += (problems.empty() ? "" : " | ") + p;
-            if (!problems.empty()) n.problems.push_back(problems);
+            if (!problems.empty()) n.problems.push_back({VerdictKind::Fault, problems});
         }
         n.ranks.push_back(r);
     }

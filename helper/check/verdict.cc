@@ -25,7 +25,7 @@ void weigh(const Step& st, Lead& l) {
     if (!l.evidence.empty()) {
         const Blame b = assign_blame(l.evidence);
         for (const auto& [node, why] : b.faults)
-            for (const auto& w : why) rep.nodes[node].problems.push_back(w);
+            for (const auto& w : why) rep.nodes[node].problems.push_back({VerdictKind::Fault, w});
         for (const auto& [node, on] : b.waited_on)
             for (uint32_t c : on) rep.nodes[node].waited_on.push_back(rep.nodes[c].host);
         for (const auto& [rank, text] : b.notes) rep.notes.push_back(l.who(rank) + ": " + text);
@@ -38,7 +38,7 @@ void weigh(const Step& st, Lead& l) {
     for (std::size_t i = 0; i < l.node_health.size() && i < rep.nodes.size(); ++i) {
         if (l.node_health[i].empty()) continue;
         for (const auto& f : gpu_health(rep.nodes[i].host, l.node_health[i], pids[i])) {
-            if (f.fail) rep.nodes[i].problems.push_back(f.text.substr(rep.nodes[i].host.size() + 1));
+            if (f.fail) rep.nodes[i].problems.push_back({VerdictKind::Fault, f.text.substr(rep.nodes[i].host.size() + 1)});
             else rep.notes.push_back("warning: " + f.text);
         }
     }
@@ -70,12 +70,14 @@ void fail_closed(const Step& st, Lead& l) {
                                 ": install one mn-nccl release on every node of the step and in every container "
                                 "image (adjacent releases check together: README, Upgrading)");
         rep.code = kUsage;
+        excuse_timeouts(rep);
     }
     if (l.strangers.total == 0) return;
     const std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
                             std::to_string(st.self.port) + ", without this step's secret";
     rep.notes.push_back("strangers: " + who);
     if (rep.code == kTimeout) rep.disturbed = who;
+    excuse_timeouts(rep);
 }
 
 }  // namespace

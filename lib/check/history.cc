@@ -25,34 +25,34 @@ namespace mn {
 
 // ---- Kinds ------------------------------------------------------------------
 
+const char* kind_word(VerdictKind k) {
+    switch (k) {
+        case VerdictKind::Ok: return "ok";
+        case VerdictKind::Slow: return "slow";
+        case VerdictKind::Fault: return "fault";
+        case VerdictKind::Fabric: return "fabric";
+        case VerdictKind::Fingerprint: return "fingerprint";
+        case VerdictKind::Timeout: return "timeout";
+        case VerdictKind::Waited: return "waited";
+        case VerdictKind::Disturbed: return "disturbed";
+    }
+    return "fault";
+}
+
 const std::vector<std::string>& verdict_kinds() {
-    static const std::vector<std::string> k = {"ok",      "slow",   "fault",    "fabric",
-                                               "fingerprint", "timeout", "waited", "disturbed"};
+    static const std::vector<std::string> k = [] {
+        std::vector<std::string> v;
+        for (VerdictKind x : {VerdictKind::Ok, VerdictKind::Slow, VerdictKind::Fault, VerdictKind::Fabric, VerdictKind::Fingerprint, VerdictKind::Timeout, VerdictKind::Waited,
+                       VerdictKind::Disturbed})
+            v.push_back(kind_word(x));
+        return v;
+    }();
     return k;
 }
 
 // "disturbed": strangers made the check run out of time; no node's failure.
 bool is_failure(const std::string& kind) {
     return kind != "ok" && kind != "waited" && kind != "warning" && kind != "disturbed";
-}
-
-namespace {
-
-bool starts(const std::string& s, const std::string& head) { return s.compare(0, head.size(), head) == 0; }
-
-}  // namespace
-
-std::string verdict_kind(const std::string& verdict, bool timed_out) {
-    if (verdict == "ok") return "ok";
-    if (starts(verdict, "warning: ")) return "warning";
-    if (starts(verdict, "waited on")) return "waited";
-    if (timed_out) return "timeout";
-    // judge(): fabric consistency, and RDMA that NCCL did not use.
-    if (starts(verdict, "fabric differs") || (starts(verdict, "has ") && verdict.find(" but NCCL used ") != std::string::npos))
-        return "fabric";
-    if (starts(verdict, kFingerprintTag)) return "fingerprint";
-    if (starts(verdict, "slow")) return "slow";
-    return "fault";
 }
 
 bool HistoryRecord::operator==(const HistoryRecord& o) const {
@@ -481,7 +481,7 @@ Outcome<HistorySummary> summarise(const std::string& dir, int64_t since, unsigne
             const std::size_t others = static_cast<std::size_t>(
                 std::count_if(files.begin() + static_cast<std::ptrdiff_t>(i), files.end(),
                               [](const Candidate& e) { return e.others; }));
-            warnings.push_back(dir + ": more than " + std::to_string(read_max >> 20) + " MiB of history; " +
+            warnings.push_back(dir + ": more than " + (read_max >= (1u << 20) ? std::to_string(read_max >> 20) + " MiB" : std::to_string(read_max >> 10) + " KiB") + " of history; " +
                                std::to_string(files.size() - i) + " files from " + f + " on were not read (" +
                                (others == files.size() - i ? "all of them others' files, whose lines would not count"
                                                            : "rotate the files") +

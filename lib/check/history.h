@@ -26,14 +26,14 @@ namespace mn {
 // What a verdict was, for counting: ok, slow, fault, fabric, fingerprint,
 // timeout, waited, disturbed ("waited" is no failure: the node only waited
 // on another; nor is "disturbed": strangers made the check run out of time).
+// Recorded where the blame is made (judge(), the check's phases, the
+// prolog), never read back from a verdict's words.
+enum class VerdictKind { Ok, Slow, Fault, Fabric, Fingerprint, Timeout, Waited, Disturbed };
+// History's and metrics' word for a kind: "ok", "slow", ...
+const char* kind_word(VerdictKind k);
+// Every kind's word, in the enum's order.
 const std::vector<std::string>& verdict_kinds();
 bool is_failure(const std::string& kind);
-// The kind of a node's verdict (or of one finding), from its first words
-// as judge() writes them: "ok", "waited on ...", "fabric differs ...",
-// "fingerprint: ...", "slow...", anything else a fault; a culprit of a
-// check that timed out is "timeout". A finding starting "warning: " is
-// "warning" (a kind of findings, never of verdicts).
-std::string verdict_kind(const std::string& verdict, bool timed_out);
 
 struct HistoryRecord {
     int v = 1;

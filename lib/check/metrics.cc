@@ -27,7 +27,8 @@ const std::vector<std::string>& finding_kinds() {
     return k;
 }
 
-NodeMetrics node_metrics(const HistoryRecord& r, const std::vector<GpuReadings>& gpus) {
+NodeMetrics node_metrics(const HistoryRecord& r, const std::vector<std::string>& kinds,
+                         const std::vector<GpuReadings>& gpus) {
     NodeMetrics m;
     m.node = r.node;
     m.time = r.time;
@@ -35,7 +36,7 @@ NodeMetrics node_metrics(const HistoryRecord& r, const std::vector<GpuReadings>&
     m.busbw_gbps = r.busbw_gbps;
     m.pair_busbw_gbps = r.pair_busbw_gbps;
     m.gpus = gpus;
-    for (const auto& f : r.findings) ++m.findings[verdict_kind(f, r.kind == "timeout")];
+    for (const auto& k : kinds) ++m.findings[k];
     // A failed verdict without findings listed is one finding of its kind.
     if (r.findings.empty() && is_failure(r.kind)) ++m.findings[r.kind];
     return m;

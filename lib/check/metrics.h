@@ -36,9 +36,11 @@ struct NodeMetrics {
     std::vector<GpuReadings> gpus;  // NVML's readings of the node's GPUs
 };
 
-// From the node's history line (findings counted by verdict_kind()) and
-// its GPUs' readings.
-NodeMetrics node_metrics(const HistoryRecord& r, const std::vector<GpuReadings>& gpus);
+// From the node's history line, its findings' kinds (one of
+// finding_kinds() per finding, given by whoever found it) and its GPUs'
+// readings.
+NodeMetrics node_metrics(const HistoryRecord& r, const std::vector<std::string>& finding_kinds,
+                         const std::vector<GpuReadings>& gpus);
 
 // The kinds mn_preflight_findings always has a series for.
 const std::vector<std::string>& finding_kinds();

@@ -198,11 +198,17 @@ std::string fast_fabric_fix(const std::string& fabric) {
 
 }  // namespace
 
+void excuse_timeouts(PreflightReport& r) {
+    if (r.disturbed.empty() && r.skew.empty()) return;
+    for (auto& n : r.nodes)
+        if (n.kind == VerdictKind::Timeout) n.kind = VerdictKind::Disturbed;
+}
+
 void judge(PreflightReport& r) {
-    std::map<uint32_t, std::vector<std::string>> blame;
+    std::map<uint32_t, std::vector<Charge>> blame;
     for (const auto& n : r.nodes)
         for (const auto& p : n.problems) blame[n.node].push_back(p);
-    for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back(why);
+    for (const auto& [node, why] : inconsistent_nodes(r.nodes)) blame[node].push_back({VerdictKind::Fabric, why});
     const uint32_t nnodes = static_cast<uint32_t>(r.nodes.size());
     // Which nodes share a machine, for the CPU path's pairs: there the
     // scheduler carries every byte. On GPUs the evidence is the node's own
@@ -219,7 +225,7 @@ void judge(PreflightReport& r) {
     if (r.retests_ran) {
         const auto plan = retest_plan_of(r);
         for (const auto& v : judge_retests(*plan, r.pairs, r.retests, nnodes, r.min_busbw, hosts, machines)) {
-            if (v.named) blame[v.node].push_back(v.text);
+            if (v.named) blame[v.node].push_back({VerdictKind::Slow, v.text});
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
             disturbed = disturbed || v.disturbed;
         }
@@ -231,25 +237,26 @@ void judge(PreflightReport& r) {
             } else if (auto m = shared_machine_slowness(node, r.pairs, {}, machines, hosts)) {
                 r.notes.push_back(hosts[node] + ": slow (" + why + "), but " + *m);
             } else {
-                blame[node].push_back("slow: " + why);
+                blame[node].push_back({VerdictKind::Slow, "slow: " + why});
             }
         }
     }
     if (const std::string s = data_port_strangers(r.pairs, r.retests); !s.empty() && !disturbed) r.notes.push_back(s);
     for (const auto& f : slow_gpus(r.gpu_pairs))
-        if (f.node < r.nodes.size() && (f.failed || !r.gpu_retests_ran)) blame[r.nodes[f.node].node].push_back(f.text);
+        if (f.node < r.nodes.size() && (f.failed || !r.gpu_retests_ran))
+            blame[r.nodes[f.node].node].push_back({f.failed ? VerdictKind::Fault : VerdictKind::Slow, f.text});
     if (r.gpu_retests_ran)
         for (const auto& v : judge_gpu_retests(*gpu_retest_plan_of(r), r.gpu_pairs, r.gpu_retests, hosts)) {
             if (v.node >= r.nodes.size()) continue;
-            if (v.named) blame[r.nodes[v.node].node].push_back(v.text);
+            if (v.named) blame[r.nodes[v.node].node].push_back({VerdictKind::Slow, v.text});
             else r.notes.push_back(hosts[v.node] + ": " + v.text);
         }
     for (auto& n : r.nodes) {
         // NCCL falling back to sockets on a node with RDMA is the classic
         // silent 10x slowdown.
         if (n.has_fast_fabric() && n.inter_transport.find("Socket") != std::string::npos)
-            blame[n.node].push_back("has " + n.sig.summary() + " but NCCL used " + n.inter_transport +
-                                    " between nodes: " + fast_fabric_fix(n.sig.fabric));
+            blame[n.node].push_back({VerdictKind::Fabric, "has " + n.sig.summary() + " but NCCL used " + n.inter_transport +
+                                                       " between nodes: " + fast_fabric_fix(n.sig.fabric)});
         std::vector<double> bw;
         for (const auto& p : r.pairs)
             if ((p.a == n.node || p.b == n.node) && p.error.empty()) bw.push_back(p.busbw_gbps);
@@ -258,16 +265,23 @@ void judge(PreflightReport& r) {
     r.problems.clear();
     for (auto& n : r.nodes) {
         const auto it = blame.find(n.node);
+        n.charges.clear();
         if (it == blame.end()) {
             n.verdict = n.waited_on.empty() ? "ok" : "waited on " + join_list(n.waited_on);
+            n.kind = n.waited_on.empty() ? VerdictKind::Ok : VerdictKind::Waited;
             continue;
         }
         n.verdict.clear();
+        n.charges = it->second;
         for (const auto& w : it->second) {
-            n.verdict += (n.verdict.empty() ? "" : "; ") + w;
-            r.problems.push_back(n.host + ": " + w);
+            n.verdict += (n.verdict.empty() ? "" : "; ") + w.text;
+            r.problems.push_back(n.host + ": " + w.text);
         }
+        // A culprit of a check that ran out of time; and no node's when
+        // strangers or another release's ranks made it run out.
+        n.kind = r.timed_out.empty() ? it->second.front().kind : VerdictKind::Timeout;
     }
+    excuse_timeouts(r);
     if (r.coll.ran && !r.coll.correct)
         r.problems.push_back("the all-reduce result was wrong" + (r.coll.error.empty() ? "" : ": " + r.coll.error));
     else if (!r.coll.ran && !r.coll.error.empty())

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "lib/check/history.h"
+
 namespace mn {
 
 // Exit codes, as documented in mn-preflight(1).
@@ -42,6 +44,13 @@ struct FabricSignature {
 struct RetestPlan;     // lib/check/retest.h
 struct GpuRetestPlan;
 
+// What a node is blamed for: the kind, given by whoever blames it, and the
+// words the table prints.
+struct Charge {
+    VerdictKind kind = VerdictKind::Fault;
+    std::string text;
+};
+
 struct NodeReport {
     uint32_t node = 0;
     std::string host;
@@ -52,7 +61,7 @@ struct NodeReport {
     uint32_t gpus = 0;
     FabricSignature sig;
     std::string ifname;
-    std::vector<std::string> problems;  // found on the node itself (GPU, HCA)
+    std::vector<Charge> problems;  // found on the node itself (GPU, HCA, its software)
     std::string inter_transport;        // NCCL's transport to other nodes, GPU path
     // Nodes this one only waited on (their failure held it up): evidence
     // that it is not to blame.
@@ -66,6 +75,11 @@ struct NodeReport {
     // Filled by judge().
     std::optional<double> pair_busbw;  // median of its pair tests
     std::string verdict;               // "ok", or what is wrong
+    std::vector<Charge> charges;       // every blame, in the verdict's order
+    // Its first charge's kind; Waited or Ok; Timeout for a culprit of a
+    // check that ran out of time, Disturbed when strangers or ranks of
+    // another release made it run out.
+    VerdictKind kind = VerdictKind::Ok;
 };
 
 struct PairResult {
@@ -173,6 +187,10 @@ std::vector<SlowGpu> slow_gpus(const std::vector<GpuPairResult>& pairs);
 // Fills each node's verdict ("ok", "waited on NODE" or what is wrong
 // there), the report's problems (the culprits only) and its exit code.
 void judge(PreflightReport& r);
+// Strangers or ranks of another release (r.disturbed, r.skew) made the check
+// run out of time: its culprits' Timeout becomes Disturbed, no node's
+// failure. judge() applies it; so does whoever sets either afterwards.
+void excuse_timeouts(PreflightReport& r);
 
 std::string report_table(const PreflightReport& r);
 // The JSON report as an object (mn-preflight adds its "control" cost), and

@@ -214,15 +214,7 @@ std::map<std::string, uint64_t> control_messages_by_kind() {
     return out;
 }
 
-Hub::~Hub() {
-    if (!st_) return;
-    {
-        std::lock_guard<std::mutex> g(st_->mu);
-        st_->stop = true;
-    }
-    st_->mux.wake();
-    control_detach();
-}
+Hub::~Hub() { control_stop(st_); }
 
 void Hub::start(const Self& self, bool json) {
     st_ = std::make_shared<State>();

@@ -158,15 +158,7 @@ struct InboxRun {
 
 }  // namespace
 
-Inbox::~Inbox() {
-    if (!st_) return;
-    {
-        std::lock_guard<std::mutex> g(st_->mu);
-        st_->stop = true;
-    }
-    st_->mux.wake();
-    control_detach();
-}
+Inbox::~Inbox() { control_stop(st_); }
 
 void Inbox::start(Line* ctl, const Self& self, bool via_speaker, RankZeroLost lost, std::shared_ptr<NodeDoor> door) {
     st_ = std::make_shared<State>();

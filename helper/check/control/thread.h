@@ -6,6 +6,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "helper/check/self.h"
@@ -22,6 +24,19 @@ void control_attach(std::function<bool()> turn);
 Outcome<bool> start_control();
 // Detaches the job and returns once the control thread is out of it.
 void control_detach();
+// The end of the hub or the inbox (each a job's shared State with `mu`,
+// `stop` and its `mux`): marked stopped, the thread woken from its wait,
+// then detached.
+template <class State>
+void control_stop(const std::shared_ptr<State>& st) {
+    if (!st) return;
+    {
+        std::lock_guard<std::mutex> g(st->mu);
+        st->stop = true;
+    }
+    st->mux.wake();
+    control_detach();
+}
 
 // ---- the watchdog: nothing outlives --timeout ----------------------------------
 // set_phase names what a time-out would name (and, on rank 0, who it waits

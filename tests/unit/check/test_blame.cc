@@ -96,7 +96,7 @@ static void judge_shows_waiters_not_as_problems(void**) {
         r.nodes[i].sig.fabric = "socket";
         r.nodes[i].sig.mtu = 1500;
     }
-    r.nodes[1].problems.push_back("rank 1: set-up failed");
+    r.nodes[1].problems.push_back({VerdictKind::Fault, "rank 1: set-up failed"});
     r.nodes[0].waited_on = {"node1"};
     r.nodes[2].waited_on = {"node1"};
     judge(r);
@@ -113,12 +113,85 @@ static void judge_shows_waiters_not_as_problems(void**) {
     assert_contains(j, "\"verdict\":\"rank 1: set-up failed\",\"waited_on\":[]");
 }
 
+namespace {
+
+PreflightReport four_nodes() {
+    PreflightReport r;
+    r.nodes.resize(4);
+    for (uint32_t i = 0; i < 4; ++i) {
+        r.nodes[i].node = i;
+        r.nodes[i].host = "node" + std::to_string(i);
+        r.nodes[i].ranks = {i};
+        r.nodes[i].sig.fabric = "socket";
+        r.nodes[i].sig.mtu = 1500;
+    }
+    r.coll.ran = r.coll.correct = true;
+    return r;
+}
+
+PairResult pair(uint32_t a, uint32_t b, double gbps) {
+    PairResult p;
+    p.a = a;
+    p.b = b;
+    p.busbw_gbps = gbps;
+    return p;
+}
+
+}  // namespace
+
+// Each blame's kind comes from where it was made, whatever its words say:
+// a fault worded like a slow link stays a fault.
+static void judge_records_each_blames_kind(void**) {
+    PreflightReport r = four_nodes();
+    r.nodes[1].problems.push_back({VerdictKind::Fault, "slow: worded like slowness, found as a fault"});
+    r.nodes[2].problems.push_back({VerdictKind::Fingerprint, "NCCL 2.21.5, the others 2.28.9"});
+    r.nodes[3].sig.mtu = 9000;  // the odd one out: its fabric differs
+    r.nodes[0].waited_on = {"node1"};
+    judge(r);
+    assert_int_equal(r.nodes[0].kind, VerdictKind::Waited);
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Fault);
+    assert_int_equal(r.nodes[2].kind, VerdictKind::Fingerprint);
+    assert_int_equal(r.nodes[3].kind, VerdictKind::Fabric);
+    assert_int_equal(r.nodes[1].charges.size(), 1);
+    assert_str(kind_word(r.nodes[3].kind), "fabric");
+    // The pairs: node2's every pair at a tenth of the others'.
+    PreflightReport s = four_nodes();
+    s.pairs = {pair(0, 1, 2.0), pair(0, 2, 0.2), pair(0, 3, 2.0), pair(1, 2, 0.2), pair(1, 3, 2.1), pair(2, 3, 0.2)};
+    judge(s);
+    assert_int_equal(s.nodes[2].kind, VerdictKind::Slow);
+    assert_int_equal(s.nodes[0].kind, VerdictKind::Ok);
+    assert_str(s.nodes[0].verdict, "ok");
+}
+
+// A culprit of a check that ran out of time is a time-out; when strangers
+// made it run out, set before judge() or after it, nobody's failure.
+static void time_outs_and_strangers(void**) {
+    PreflightReport r = four_nodes();
+    r.nodes[1].problems.push_back({VerdictKind::Fault, "rank 1: never reported (the all-reduce)"});
+    r.timed_out = "the all-reduce: rank 1 did not report within --timeout 20 s";
+    judge(r);
+    assert_int_equal(r.code, kTimeout);
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Timeout);
+    assert_int_equal(r.nodes[0].kind, VerdictKind::Ok);
+    r.disturbed = "3 connections from 10.0.0.9 at MASTER_PORT";
+    excuse_timeouts(r);
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Disturbed);
+    assert_false(is_failure(kind_word(r.nodes[1].kind)));
+    PreflightReport s = four_nodes();
+    s.nodes[1].problems.push_back({VerdictKind::Fault, "rank 1: never reported (the all-reduce)"});
+    s.timed_out = "the all-reduce: rank 1 did not report";
+    s.skew = "rank 1 speaks protocol 9";
+    judge(s);
+    assert_int_equal(s.nodes[1].kind, VerdictKind::Disturbed);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fault_beats_silent_waiters),       cmocka_unit_test(readiness_failure_stops_the_rest),
         cmocka_unit_test(silent_rank_beats_peer_errors),    cmocka_unit_test(peer_errors_alone_name_each),
         cmocka_unit_test(healthy_blames_nobody),            cmocka_unit_test(culprit_node_never_waits),
-        cmocka_unit_test(judge_shows_waiters_not_as_problems),
+        cmocka_unit_test(judge_shows_waiters_not_as_problems), cmocka_unit_test(judge_records_each_blames_kind),
+        cmocka_unit_test(time_outs_and_strangers),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

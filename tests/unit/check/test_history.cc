@@ -33,20 +33,14 @@ HistoryRecord record(const std::string& node, int64_t time, const std::string& k
 }  // namespace
 
 static void verdict_kinds_from_judges_words(void**) {
-    assert_str(verdict_kind("ok", false), "ok");
-    assert_str(verdict_kind("waited on node3", false), "waited");
-    assert_str(verdict_kind("waited on node3", true), "waited");
-    assert_str(verdict_kind("slow: its pairs run at 0.0052 GB/s at best, the others' median is 0.7580 GB/s", false),
-               "slow");
-    assert_str(verdict_kind("slow GPU GPU1 (0000:19:00.0): its pairs run at 10 GB/s", false), "slow");
-    assert_str(verdict_kind("fabric differs from the majority: MTU 1500 (others 9000)", false), "fabric");
-    assert_str(verdict_kind("has ib 400 Gb/s x8 but NCCL used NET/Socket between nodes: check NCCL_IB_HCA", false),
-               "fabric");
-    assert_str(verdict_kind("fingerprint: NCCL 2.21.5 (/opt/nccl/lib/libnccl.so.2), the others 2.28.9", false),
-               "fingerprint");
-    assert_str(verdict_kind("rank 3: GPU1 (0000:19:00.0): 2 uncorrectable ECC errors", false), "fault");
-    assert_str(verdict_kind("rank 5: never reported (the all-reduce)", true), "timeout");
-    assert_str(verdict_kind("warning: node1 GPU0: PCIe link at gen 4", false), "warning");
+    // Every kind has its own word, in the enum's order, and history knows it.
+    const VerdictKind all[] = {VerdictKind::Ok,          VerdictKind::Slow,    VerdictKind::Fault,  VerdictKind::Fabric,
+                        VerdictKind::Fingerprint, VerdictKind::Timeout, VerdictKind::Waited, VerdictKind::Disturbed};
+    assert_int_equal(verdict_kinds().size(), sizeof all / sizeof all[0]);
+    for (std::size_t i = 0; i < verdict_kinds().size(); ++i) assert_str(kind_word(all[i]), verdict_kinds()[i]);
+    assert_str(kind_word(VerdictKind::Fingerprint), "fingerprint");
+    assert_true(is_failure(kind_word(VerdictKind::Timeout)));
+    assert_false(is_failure(kind_word(VerdictKind::Disturbed)));
     assert_false(is_failure("ok"));
     assert_false(is_failure("waited"));
     assert_false(is_failure("warning"));
@@ -492,6 +486,7 @@ static void others_files_never_hide_the_history(void**) {
     const std::string t = history_table(*s);
     assert_contains(t, "files from " + dir + "/aaa");
     assert_contains(t, "all of them others' files, whose lines would not count");
+    assert_contains(t, "more than 4 KiB of history");
     // The same files, all root's: a history too large for the budget says to rotate.
     for (const char* name : {"/aaa0.jsonl", "/aaa1.jsonl", "/aaa2.jsonl"})
         assert_int_equal(chown((dir + name).c_str(), 0, 0), 0);

@@ -271,7 +271,7 @@ static void metrics_from_the_history_line(void**) {
     r.findings = {"slow: its pairs run at 0.0052 GB/s at best", "fingerprint: CUDA driver 12.4, the others 12.8",
                   "warning: node3 GPU0: PCIe link at gen 4"};
     r.pair_busbw_gbps = 0.0052;
-    const NodeMetrics m = node_metrics(r, {});
+    const NodeMetrics m = node_metrics(r, {"slow", "fingerprint", "warning"}, {});
     assert_str(m.kind, "slow");
     assert_int_equal(m.findings.at("slow"), 1);
     assert_int_equal(m.findings.at("fingerprint"), 1);
@@ -283,7 +283,7 @@ static void metrics_from_the_history_line(void**) {
     // A failed verdict without findings listed still counts once.
     r.findings.clear();
     r.kind = "timeout";
-    assert_int_equal(node_metrics(r, {}).findings.at("timeout"), 1);
+    assert_int_equal(node_metrics(r, {}, {}).findings.at("timeout"), 1);
 }
 
 static void file_is_replaced_atomically(void**) {

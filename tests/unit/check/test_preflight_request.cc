@@ -290,7 +290,7 @@ static void a_verdict_that_blames_no_node_excludes_only_own_faults(void**) {
         }
         assert_contains(report_table(r), kind == 0 ? "disturbed by strangers: no node is to blame)"
                                                    : "mn-preflight releases differ: no node is to blame)");
-        r.nodes[1].problems.push_back("GPU0: CUDA error 2 (out of memory)");
+        r.nodes[1].problems.push_back({VerdictKind::Fault, "GPU0: CUDA error 2 (out of memory)"});
         judge(r);
         r.code = kTimeout;
         for (const std::string& out : {report_table(r), report_json(r)})
@@ -302,7 +302,7 @@ static void emulated_nodes_map_to_their_slurm_node(void**) {
     PreflightReport r;
     r.nodes = {node(0, "node0-emu0", {0}), node(1, "node0-emu1", {1}), node(2, "node1-emu0", {2}),
                node(3, "node1-emu1", {3})};
-    r.nodes[3].problems.push_back("rank 3: GPU1: CUDA error");
+    r.nodes[3].problems.push_back({VerdictKind::Fault, "rank 3: GPU1: CUDA error"});
     r.coll.ran = r.coll.correct = true;
     judge(r);
     assert_str(joined(nodes_to_exclude(report_table(r), {"node0", "node1"}).nodes), "node1");

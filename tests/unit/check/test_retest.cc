@@ -324,7 +324,7 @@ static void a_slow_node_that_strangers_disturbed_is_not_judged(void**) {
     assert_int_equal(r.code, kPass);
     assert_int_equal(r.problems.size(), 0);
     for (const auto& n : r.nodes) assert_str(n.verdict, "ok");
-    assert_str(verdict_kind(r.nodes[1].verdict, false), "ok");
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Ok);
     assert_int_equal(notes_with(r, "not judged"), 1);
     const std::string note = r.notes[0];
     assert_true(note.rfind("node1: its pairs and retests ran at 0.4700 GB/s at best (the others' median 1.80 GB/s) "
@@ -362,7 +362,7 @@ static void an_undisturbed_slow_node_is_named_as_before(void**) {
     assert_int_equal(clean.problems.size(), 1);
     assert_contains(clean.problems[0], "node1: slow: its pairs run at 0.4700 GB/s at best");
     assert_contains(clean.nodes[1].verdict, "confirmed by retests with node0: 0.4600 GB/s and node2: 0.4400 GB/s");
-    assert_str(verdict_kind(clean.nodes[1].verdict, false), "slow");
+    assert_int_equal(clean.nodes[1].kind, VerdictKind::Slow);
     assert_int_equal(notes_with(clean, "strangers"), 0);
     // Strangers at node0 and node2 in the control between them: node1's
     // pairs and retests saw none. Named, word for word as without them.
