@@ -17,6 +17,7 @@
 #include "helper/check/fleet.h"
 #include "helper/check/self.h"
 #include "helper/discover.h"
+#include "helper/watch.h"
 #include "helper/gpu.h"
 #include "helper/inline_exec.h"
 #include "lib/check/check_options.h"
@@ -108,12 +109,31 @@ std::string history_help() {
            "exit: 0 summed up, 1 DIR cannot be read, 2 usage error\n";
 }
 
+std::string watch_help() {
+    return "usage: mn-preflight watch " + mn::check_options_synopsis(mn::kWatchArgv, 26) +
+           " -- PROGRAM [ARGS]\n"
+           "\n"
+           "Runs PROGRAM (a task of the step) and watches it from outside, what srun --mn-nccl-watch puts\n"
+           "in front of each task. PROGRAM gets PyTorch's Flight Recorder armed (TORCH_FR_BUFFER_SIZE, its\n"
+           "dump on a time-out and on demand, into the report directory; MN_NCCL_WATCH_DIR names it),\n"
+           "where it did not set them itself. A process of the task stopped (state T) or stuck in the\n"
+           "kernel (D, no CPU time) for --window seconds, or PROGRAM killed by a signal, is named on\n"
+           "stderr (\"mn-nccl watch: ...\": rank, host, pid, the evidence) and in a JSON report. A rank\n"
+           "that only waits (sleeping, as in a collective or a checkpoint pause) is never named.\n"
+           "\n"
+           "options:\n" +
+           mn::check_options_help(mn::kWatchArgv) + "  -h, --help         this help\n" +
+           "exit: PROGRAM's (128 + N when signal N ended it), 2 usage error or no report directory,\n"
+           "127 PROGRAM cannot be run\n";
+}
+
 std::string help_of(mn::Subcommand sub) {
     switch (sub) {
         case mn::Subcommand::Check: return check_help();
         case mn::Subcommand::Prolog: return prolog_help();
         case mn::Subcommand::Discover: return discover_help();
         case mn::Subcommand::History: return history_help();
+        case mn::Subcommand::Watch: return watch_help();
         case mn::Subcommand::None: break;
     }
     return top_help();
@@ -255,6 +275,7 @@ int main(int argc, char** argv) {
             case mn::Subcommand::Prolog: return prolog(c);
             case mn::Subcommand::Discover: return discover(c);
             case mn::Subcommand::History: return history(c);
+            case mn::Subcommand::Watch: return mn::run_watch(c);
             case mn::Subcommand::Check:
             case mn::Subcommand::None: break;
         }

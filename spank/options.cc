@@ -14,7 +14,7 @@ namespace {
 
 // Each option's id; an alias has an id of its own, so that messages name
 // the spelling the user wrote.
-enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate, kPreflight, kEmulateOld, kPreflightOld };
+enum OptionId { kMode = 1, kLaunch, kExplain, kEmulate, kPreflight, kEmulateOld, kPreflightOld, kWatch };
 
 int refuse(int remote, const Problem& p) {
     const std::string text = message(p.text());
@@ -76,6 +76,13 @@ int on_option(int id, const char* optarg, int remote) {
                 return on_preflight(value, kPreflightOption, remote);
             case kPreflightOld:
                 return on_preflight(value, kPreflightAlias, remote);
+            case kWatch: {
+                auto w = parse_watch_request(value, kWatchOption);
+                if (!w) return refuse(remote, w.problem());
+                s.watch_option = value;
+                if (auto p = watch_unavailable(*w); p && !remote) return refuse(remote, *p);
+                return 0;
+            }
         }
         return 0;
     } catch (...) {
@@ -106,6 +113,12 @@ struct spank_option kOptions[] = {
      1, kEmulate, on_option},
     // Its help comes from the check's option table: see preflight_help().
     {text("mn-nccl-preflight"), text("[OPTIONS]"), nullptr, 2, kPreflight, on_option},
+    {text("mn-nccl-watch"), text("[WHAT]"),
+     text("Watch each task from outside (mn-preflight watch): a rank stopped, stuck in the kernel or dead is named "
+          "with its node, pid and evidence on stderr, and PyTorch's Flight Recorder is armed. WHAT: report "
+          "(default), abort (then end the step), off; window=S (default 30) how long a process may stay stopped. "
+          "Needs Slurm 23.11. Env form: MN_NCCL_WATCH=WHAT."),
+     2, kWatch, on_option},
     {text("mn-emulate-nodes"), text("K"), text("Alias of --mn-nccl-emulate-nodes."), 1, kEmulateOld, on_option},
     {text("mn-preflight"), text("[OPTIONS]"), text("Alias of --mn-nccl-preflight."), 2, kPreflightOld, on_option},
 };
@@ -185,7 +198,37 @@ std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env
     }
     s.preflight = *r;
     s.preflight_asked = r->enabled;
+    // The watch: the option, else MN_NCCL_WATCH, else the site's default
+    // (only where the release can put it in front of the task).
+    s.watch = WatchRequest{};
+    if (auto g = given(s.watch_option, kWatchOption, kWatchEnv, env)) {
+        auto w = parse_watch_request(g->value, g->source);
+        if (!w) return w.problem();
+        s.watch = *w;
+    } else if (!s.site.config.watch.empty() && !watch_unavailable(WatchRequest{true, false, std::nullopt, ""})) {
+        auto w = parse_watch_request(s.site.config.watch, "plugstack.conf watch=");
+        if (w) s.watch = *w;
+    }
     return std::nullopt;
+}
+
+std::optional<Problem> watch_unavailable(const WatchRequest& r) {
+#if MN_HAVE_PREPEND_TASK_ARGV
+    (void)r;
+    return std::nullopt;
+#else
+    if (!r.enabled) return std::nullopt;
+    return Problem{r.source + " needs Slurm " + kPreflightNeedsSlurm + " or newer (spank_prepend_task_argv); this is "
+                       "Slurm " + slurm_release() + ", so the program was not started",
+                   "instead, put the watch in front of the program yourself: srun --mn-nccl=auto mn-preflight watch "
+                   "-- PROGRAM" + std::string(r.source == kWatchEnv ? " (or unset MN_NCCL_WATCH)" : "")};
+#endif
+}
+
+Problem watch_needs_mn_nccl(const WatchRequest& r) {
+    return Problem{r.source + " needs mn_nccl on (the watch names ranks and nodes by its plan)",
+                   "add --mn-nccl=auto (or MN_NCCL=auto)" +
+                       std::string(r.source == kWatchEnv ? ", or unset MN_NCCL_WATCH" : "")};
 }
 
 std::optional<Problem> preflight_unavailable(const PreflightRequest& r) {

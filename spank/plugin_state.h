@@ -10,6 +10,7 @@
 
 #include "lib/plan/config.h"
 #include "lib/check/preflight_request.h"
+#include "lib/check/watch_request.h"
 #include "lib/plan/step_plan.h"
 #include "spank/spank_api.h"
 
@@ -26,6 +27,7 @@ struct PluginState {
     bool explain_option = false;                  // --mn-nccl-explain
     std::optional<std::string> emulate_option;    // --mn-nccl-emulate-nodes
     std::optional<std::string> preflight_option;  // --mn-nccl-preflight
+    std::optional<std::string> watch_option;      // --mn-nccl-watch
     // The spelling given, for messages: an alias keeps its own name.
     std::string emulate_spelling = kEmulateOption;
     std::string preflight_spelling = kPreflightOption;
@@ -36,6 +38,8 @@ struct PluginState {
     // The step asked for the check, even with a bad value: it runs the
     // check or does not start.
     bool preflight_asked = false;
+    // --mn-nccl-watch (MN_NCCL_WATCH, plugstack watch=): the hang watch.
+    WatchRequest watch;
     // Set in remote user_init, used by each task_init.
     bool active = false;
     std::optional<StepPlan> plan;
@@ -78,6 +82,9 @@ std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env
 // spank_prepend_task_argv (before 23.11), or mn_nccl is off.
 std::optional<Problem> preflight_unavailable(const PreflightRequest& r);
 Problem preflight_needs_mn_nccl(const PreflightRequest& r);
+// The same for --mn-nccl-watch (its source named).
+std::optional<Problem> watch_unavailable(const WatchRequest& r);
+Problem watch_needs_mn_nccl(const WatchRequest& r);
 
 // task_init failed in a step that asked for mn_nccl or its check: the
 // task's process ends before the program starts, whatever plugstack.conf

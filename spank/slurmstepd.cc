@@ -95,29 +95,64 @@ bool enroot_mounts_everywhere(const std::string& bin, const std::optional<std::s
 }
 #endif
 
-// --mn-nccl-preflight: mn-preflight check --exec ... -- in front of the task's
-// command, so the check runs in this task and then becomes the program.
-int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
-                      uint32_t local_id) {
 #if MN_HAVE_PREPEND_TASK_ARGV
-    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+// mn-preflight, where the task will run it: false (said on the node's
+// first task) when it is not there, and the program must not start.
+bool helper_here(const std::string& bin, const std::string& source, uint32_t local_id) {
     if (access(bin.c_str(), X_OK) != 0) {
         // pyxis entered the container before this task_init: the check
         // would start there, and the image lacks it.
         if (local_id == 0 && in_container())
-            slurm_error("%s", message(req.source + ": " + bin + " is not in the container (pyxis), so the program "
+            slurm_error("%s", message(source + ": " + bin + " is not in the container (pyxis), so the program "
                                       "was not started; the site mounts it into every container with enroot's "
                                       "mounts.d/50-mn-preflight.fstab (the mn-nccl package ships it), or run the "
                                       "check as a step of its own first: srun --container-image=... --mn-nccl=auto "
                                       "--container-mounts=" + bin + " " + bin)
                                   .c_str());
         else if (local_id == 0)
-            slurm_error("%s", message(req.source + ": " + bin + " is not an executable here, so the program was "
+            slurm_error("%s", message(source + ": " + bin + " is not an executable here, so the program was "
                                       "not started; install mn-preflight on every node, or set preflight=PATH in "
                                       "plugstack.conf")
                                   .c_str());
+        return false;
+    }
+    return true;
+}
+#endif
+
+// --mn-nccl-watch: mn-preflight watch ... -- in front of the task's command:
+// the program runs as its child, watched from outside.
+int prepend_watch(spank_t sp, const WatchRequest& req, const SiteConfig& site, uint32_t local_id) {
+#if MN_HAVE_PREPEND_TASK_ARGV
+    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+    if (!helper_here(bin, req.source, local_id)) return -1;
+    const std::vector<std::string> args = watch_argv(req, bin);
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_nccl_watch");
+    if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
+        slurm_error("%s", message(req.source + ": Slurm refused to put the watch in front of the task "
+                                  "(spank_prepend_task_argv), so the program was not started; report this with "
+                                  "the Slurm version")
+                              .c_str());
         return -1;
     }
+    return 0;
+#else
+    (void)sp, (void)site;
+    if (local_id == 0) slurm_error("%s", message(watch_unavailable(req)->text()).c_str());
+    return -1;
+#endif
+}
+
+// --mn-nccl-preflight: mn-preflight check --exec ... -- in front of the task's
+// command, so the check runs in this task and then becomes the program.
+int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
+                      uint32_t local_id) {
+#if MN_HAVE_PREPEND_TASK_ARGV
+    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+    if (!helper_here(bin, req.source, local_id)) return -1;
     // pyxis: the check will run in the container; it says so about its outputs.
     const std::string container = pyxis_container(sp).value_or("");
     // pyxis still to come (listed after mn_nccl): the check will be looked
@@ -251,7 +286,7 @@ bool stepd_step_asked(spank_t sp) {
     const PluginState& s = state();
     uint32_t step = 0;
     if (!item(sp, S_JOB_STEPID, step) || !is_training_step(step)) return false;
-    return s.active || s.mode_option || s.preflight_asked;
+    return s.active || s.mode_option || s.preflight_asked || (s.watch.enabled && s.watch_option);
 }
 
 int stepd_task_init(spank_t sp) {
@@ -263,6 +298,8 @@ int stepd_task_init(spank_t sp) {
     std::string refusal = s.deferred_error;
     if (refusal.empty() && s.preflight_asked && !s.active)
         refusal = message(preflight_unavailable(s.preflight).value_or(preflight_needs_mn_nccl(s.preflight)).text());
+    if (refusal.empty() && s.watch.enabled && s.watch_option && !s.active)
+        refusal = message(watch_unavailable(s.watch).value_or(watch_needs_mn_nccl(s.watch)).text());
     if (!refusal.empty()) {
         // slurm_error from a task reaches the user's stderr; one line per
         // node is enough.
@@ -312,6 +349,8 @@ int stepd_task_init(spank_t sp) {
     if (s.plan->emulate > 1 &&
         stepd_emulated_slurm_view(sp, *s.plan, t, [&](const std::string& n) { return step_env(sp, n); }) != 0)
         return -1;
+    // The watch first, so that the check (prepended after it) runs before it.
+    if (s.watch.enabled && prepend_watch(sp, s.watch, s.site.config, t.local_id) != 0) return -1;
     if (s.preflight.enabled && prepend_preflight(sp, *s.plan, s.preflight, s.site.config, t.local_id) != 0) return -1;
     if (const std::string l = s.choice.explain ? task_explain_line(*s.plan, t, hostname()) : ""; !l.empty()) tell_user(l);
     if (t.local_id == 0) {

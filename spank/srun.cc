@@ -48,6 +48,10 @@ int srun_init_post_opt(spank_t) {
         if (s.choice.mode == Mode::Off && spank_context() == S_CTX_LOCAL)
             return fail(preflight_needs_mn_nccl(s.preflight));
     }
+    if (s.watch.enabled && !s.watch.source.empty() && s.watch.source != "plugstack.conf watch=") {
+        if (auto p = watch_unavailable(s.watch)) return fail(*p);
+        if (s.choice.mode == Mode::Off && spank_context() == S_CTX_LOCAL) return fail(watch_needs_mn_nccl(s.watch));
+    }
     if (s.choice.mode == Mode::Off && s.choice.emulate > 1) {
         // Emulation without the plugin's variables would run K times the
         // same ranks: refuse rather than run something silently wrong.

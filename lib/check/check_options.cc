@@ -65,6 +65,15 @@ const std::vector<CheckOption> kTable = {
      "the task runs in a container (the plugin says which, for pyxis): the exclude file's directory and "
      "scontrol (--job-comment) must be there, or the step stops before the check; a history or metrics "
      "directory that is not there is left out, with a note", kExecArgv},
+    {"window", nullptr, "S", ValueKind::Number, 5, 3600, false, "seconds, from 5 to 3600", "30", "30",
+     "how long a process of the task may stay stopped or stuck in the kernel before it is named", kWatchArgv},
+    {"abort", nullptr, "", ValueKind::Flag, 0, 0, false, "", "", "",
+     "once a rank is named (or its program died), end the step (scancel), so that a retry loop goes on "
+     "without the node", kWatchArgv},
+    {"report-dir", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory of the user's own", "/tmp/watch",
+     "$TMPDIR/mn-nccl-watch.JOB.STEP (mode 0700)",
+     "where each named rank's JSON report and the Flight Recorder's dumps go; made mode 0700, refused when "
+     "another user owns it or can write to it", kWatchArgv},
     {"reason-file", nullptr, "PATH", ValueKind::Path, 0, 0, false, "a file", "/run/mn-preflight.reason", "none",
      "on failure also write the one-line reason there (for a drain reason); never through a link", kPrologArgv},
     {"sysfs-root", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory laid out as /sys",
@@ -116,6 +125,7 @@ void set_flag(const CheckOption& o, CheckSettings& into) {
     else if (n == "json") into.check.json = true;
     else if (n == "comment") into.job_comment = true;
     else if (n == "exec") into.exec = true;
+    else if (n == "abort") into.watch_abort = true;
 }
 
 void set_number(const CheckOption& o, double x, CheckSettings& into) {
@@ -124,6 +134,7 @@ void set_number(const CheckOption& o, double x, CheckSettings& into) {
     else if (n == "min-busbw") into.check.min_busbw = x;
     else if (n == "iters") into.check.iters = static_cast<int>(x);
     else if (n == "port") into.port = static_cast<unsigned>(x);
+    else if (n == "window") into.watch_window = x;
     // Whole floats: the all-reduce's elements are 4 bytes.
     else if (n == "size") into.check.bytes = static_cast<std::size_t>(x) / 4 * 4;
 }
@@ -193,6 +204,7 @@ bool set_check_option(const CheckOption& o, const std::string& value, CheckSetti
             else if (n == "container") into.container = value;
             else if (n == "reason-file") into.reason_file = value;
             else if (n == "sysfs-root") into.sysfs_root = value;
+            else if (n == "report-dir") into.watch_dir = value;
             else into.exclude_file = value;
             return true;
         }
@@ -296,6 +308,8 @@ const std::vector<SubcommandInfo> kSubcommands = {
      "this node's RDMA ports, GPU to HCA locality, what mn_nccl would choose and why"},
     {Subcommand::History, "history", kHistoryArgv, "DIR",
      "the verdicts --history wrote to DIR, per node, and the nodes to drain"},
+    {Subcommand::Watch, "watch", kWatchArgv, "-- PROGRAM [ARGS]",
+     "run PROGRAM and watch it from outside: a rank stopped, stuck or dead is named (srun --mn-nccl-watch)"},
 };
 
 const SubcommandInfo* subcommand_named(const std::string& name) {
@@ -432,6 +446,14 @@ void check_together(const SubcommandInfo& sub, CommandLine& c) {
                 return;
             }
         if (!c.program.empty()) c.error = "-- PROGRAM goes with --exec: mn-preflight check --exec [OPTIONS] -- PROGRAM";
+        return;
+    }
+    if (sub.sub == Subcommand::Watch) {
+        if (!c.operands.empty())
+            c.error = "unexpected argument '" + c.operands[0] + "'; the program goes after --: mn-preflight watch "
+                      "[OPTIONS] -- PROGRAM";
+        else if (c.program.empty())
+            c.error = "needs a program after --: mn-preflight watch [OPTIONS] -- PROGRAM";
         return;
     }
     // Other subcommands: operands only where the synopsis has them; nothing after --.

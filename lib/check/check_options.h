@@ -46,6 +46,9 @@ struct CheckSettings {
     std::string sysfs_root;             // discover: DIR/class/... instead of /sys/class/...
     std::string since;                  // history: as given; parse_since reads it against the clock
     unsigned drain_k = 2, drain_n = 3;  // history: K failures in the last N checks
+    double watch_window = 30;           // watch: seconds stopped or stuck before a process is named
+    bool watch_abort = false;           // watch: then end the step
+    std::string watch_dir;              // watch: its reports and the Flight Recorder's dumps ("": the default)
 };
 
 enum class ValueKind {
@@ -69,8 +72,9 @@ enum OptionPlace : unsigned {
     kPrologArgv = 8,
     kDiscoverArgv = 16,
     kHistoryArgv = 32,
+    kWatchArgv = 64,
 };
-constexpr unsigned kAnyArgv = kCheckArgv | kExecArgv | kPrologArgv | kDiscoverArgv | kHistoryArgv;
+constexpr unsigned kAnyArgv = kCheckArgv | kExecArgv | kPrologArgv | kDiscoverArgv | kHistoryArgv | kWatchArgv;
 
 struct CheckOption {
     const char* name;       // "min-busbw": --min-busbw and min-busbw=
@@ -125,7 +129,7 @@ std::string inline_options_list();
 
 // ---- mn-preflight's command line -------------------------------------------
 
-enum class Subcommand { None, Check, Prolog, Discover, History };
+enum class Subcommand { None, Check, Prolog, Discover, History, Watch };
 
 struct SubcommandInfo {
     Subcommand sub;
@@ -145,7 +149,7 @@ struct CommandLine {
     CheckSettings settings;
     std::vector<const CheckOption*> given;  // the options read, in order
     std::vector<std::string> operands;      // history's DIR
-    std::vector<std::string> program;       // check --exec ... -- PROGRAM [ARGS]
+    std::vector<std::string> program;       // check --exec ... -- PROGRAM [ARGS], watch ... -- PROGRAM [ARGS]
     std::string error;                      // one line: what is wrong, and a guess where there is one
 
     bool gave(const char* name) const;

@@ -7,6 +7,8 @@
 #include "lib/util/boolean.h"
 #include "lib/util/text.h"
 
+#include "lib/check/watch_request.h"
+
 namespace mn {
 
 const char* to_string(Mode m) {
@@ -88,7 +90,7 @@ Outcome<uint16_t> parse_user_port(const std::string& value) {
 }
 
 ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
-    static const char* const kKnown = "known: default, port_range, force, sysfs_root, user_sysfs_root, preflight, history, metrics_dir";
+    static const char* const kKnown = "known: default, port_range, force, sysfs_root, user_sysfs_root, preflight, history, metrics_dir, watch";
     ParsedSiteConfig out;
     auto warn = [&](const std::string& what, const std::string& kept) {
         out.warnings.push_back("plugstack.conf: " + what + "; using " + kept);
@@ -125,6 +127,10 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
             std::string& into = key == "history" ? out.config.history_dir : out.config.metrics_dir;
             if (!val.empty() && val[0] == '/') into = val;
             else warn(key + "='" + val + "' is not an absolute path", "no " + (key == "history" ? std::string("history") : "metrics files"));
+        } else if (key == "watch") {
+            auto w = parse_watch_request(val, "watch");
+            if (w) out.config.watch = w->enabled ? val : "";
+            else warn(w.problem().what, "watch=off");
         } else if (key == "sysfs_root") {
             if (!val.empty() && val[0] == '/') out.config.sysfs_root = val;
             else warn("sysfs_root='" + val + "' is not an absolute path", "/sys");

@@ -56,6 +56,7 @@ struct SiteConfig {
     std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
     std::string history_dir;   // every inline check's --history, unless the user gave one
     std::string metrics_dir;   // and --metrics-dir
+    std::string watch;         // every step's --mn-nccl-watch unless the user gave one ("": none)
 };
 
 struct ParsedSiteConfig {

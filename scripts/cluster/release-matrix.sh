@@ -74,7 +74,7 @@ no_archive_line() {
 # tests, the package and the other files are the host's, where the code
 # under test is the same: with them every root took 40 to 80 min of CI's
 # 90 beside the host's own suite.
-SUBSET_RELEASE="test_plugin test_spank_failures test_inline test_prolog test_example_job"
+SUBSET_RELEASE="test_plugin test_spank_failures test_inline test_prolog test_example_job test_watch"
 subset_for() {
   case "$1" in
   sid) echo "$SUBSET_RELEASE test_containers test_apptainer" ;;

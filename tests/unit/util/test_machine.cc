@@ -78,8 +78,10 @@ static void a_starved_thread_waits_and_a_sleeping_one_does_not(void**) {
     for (auto& h : hogs) h.join();
     std::thread idle([&] {
         const auto before = thread_cpu_times();
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        sleep_share = cpu_wait_share(before, thread_cpu_times(), 0.2).value_or(-1);
+        // A second: its one wake-up's wait for a CPU (tens of ms on a
+        // loaded CI machine) stays well under a tenth of it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+        sleep_share = cpu_wait_share(before, thread_cpu_times(), 1.0).value_or(-1);
     });
     idle.join();
     // Four busy threads on one CPU: each waits about three quarters of the time.

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "helper/watch.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lib/check/stall.h"
+#include "lib/util/bounded_file.h"
+#include "lib/util/replace_file.h"
+#include "lib/util/text.h"
+
+extern char** environ;
+
+namespace mn {
+namespace {
+
+constexpr double kLook = 1.0;  // seconds between looks at the task's processes
+
+void say(const std::string& text) {
+    std::size_t off = 0;
+    while (off < text.size()) {
+        const ssize_t n = write(STDERR_FILENO, text.data() + off, text.size() - off);
+        if (n <= 0 && errno != EINTR) return;
+        if (n > 0) off += static_cast<std::size_t>(n);
+    }
+}
+
+double monotonic() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// A small file of /proc, or "" (the process may be gone, or another user's).
+std::string proc_file(int pid, const char* what, std::size_t max = 4096) {
+    return read_bounded_text("/proc/" + std::to_string(pid) + "/" + what, max).value_or("");
+}
+
+// Every process this user can see, from /proc.
+std::vector<ProcStat> all_processes() {
+    std::vector<ProcStat> out;
+    DIR* d = opendir("/proc");
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        const std::string text = proc_file(std::atoi(e->d_name), "stat", 1024);
+        if (auto p = parse_proc_stat(text)) out.push_back(*p);
+    }
+    closedir(d);
+    return out;
+}
+
+// One variable of a process's environment (the same user's: readable).
+std::string env_of(int pid, const std::string& name) {
+    const std::string env = proc_file(pid, "environ", 1 << 20);
+    const std::string key = name + "=";
+    std::size_t at = 0;
+    while (at < env.size()) {
+        const std::size_t end = env.find('\0', at);
+        const std::string kv = env.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        if (kv.compare(0, key.size(), key) == 0) return kv.substr(key.size());
+        if (end == std::string::npos) break;
+        at = end + 1;
+    }
+    return "";
+}
+
+// The report directory: the one given, made 0700 and refused when another
+// user owns it or may write to it; else a new one, mkdtemp's, which no
+// one else can have made first.
+Outcome<std::string> report_dir(const CheckSettings& s, const std::string& job, const std::string& step) {
+    if (!s.watch_dir.empty()) {
+        if (mkdir(s.watch_dir.c_str(), 0700) != 0 && errno != EEXIST)
+            return Problem{"--report-dir " + s.watch_dir + ": " + std::strerror(errno), "give a directory you can make"};
+        struct stat st{};
+        if (lstat(s.watch_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+            return Problem{"--report-dir " + s.watch_dir + " is not a directory", "give a directory of your own"};
+        if (st.st_uid != getuid() || (st.st_mode & 022))
+            return Problem{"--report-dir " + s.watch_dir + " is another user's or others may write to it",
+                           "give a directory of your own, mode 0700"};
+        return s.watch_dir;
+    }
+    std::string base = env_or("TMPDIR", "/tmp");
+    if (base.empty() || base[0] != '/') base = "/tmp";
+    std::string tmpl = base + "/mn-nccl-watch." + (job.empty() ? "nojob" : job) + "." + (step.empty() ? "0" : step) +
+                       ".XXXXXX";
+    if (!mkdtemp(tmpl.data()))
+        return Problem{"cannot make a report directory in " + base + " (" + std::strerror(errno) + ")",
+                       "set TMPDIR to a directory you can write, or give --report-dir DIR"};
+    return tmpl;
+}
+
+// What the frameworks need to keep and give up evidence, where the user
+// did not set it: PyTorch's Flight Recorder (both its names across
+// releases), its dump on a watchdog time-out, and the pipe that asks for a
+// dump on demand, all into DIR.
+void arm(const std::string& dir) {
+    auto keep = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 0); };
+    keep("TORCH_FR_BUFFER_SIZE", "2000");
+    keep("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
+    keep("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+    keep("TORCH_FR_DUMP_TEMP_FILE", dir + "/fr_rank_");
+    keep("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", dir + "/fr_rank_");
+    keep("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", dir + "/fr_pipe_");
+    setenv("MN_NCCL_WATCH_DIR", dir.c_str(), 1);
+}
+
+// The Flight Recorder's files in DIR so far.
+std::vector<std::string> dumps_in(const std::string& dir) {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (dirent* e = readdir(d))
+            if (std::strncmp(e->d_name, "fr_rank_", 8) == 0 && out.size() < 64) out.push_back(dir + "/" + e->d_name);
+        closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// scancel of this step, all its tasks at once; false when it could not run.
+bool end_step(const std::string& job, const std::string& step, std::string& why) {
+    const std::string id = job + "." + step;
+    const char* argv[] = {"scancel", "--signal=KILL", id.c_str(), nullptr};
+    pid_t pid = 0;
+    if (posix_spawnp(&pid, "scancel", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
+        why = "scancel is not here (a container without Slurm's commands?)";
+        return false;
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        why = "scancel " + id + " " + ended_words(st);
+        return false;
+    }
+    return true;
+}
+
+void ignore_signal(int) {}
+
+struct Task {
+    std::string job, step, host, rank, local_rank, dir;
+    bool abort = false;
+};
+
+WatchReport report_of(const Task& t, int pid, const std::string& comm) {
+    WatchReport r;
+    r.job = t.job;
+    r.step = t.step;
+    r.host = t.host;
+    // The process's own rank where it has one (torchrun's workers: RANK),
+    // else the task's.
+    const std::string rank = env_of(pid, "RANK");
+    r.rank = !rank.empty() ? rank : t.rank;
+    const std::string local = env_of(pid, "LOCAL_RANK");
+    r.local_rank = !local.empty() ? local : t.local_rank;
+    r.pid = pid;
+    r.comm = comm;
+    return r;
+}
+
+// The block on stderr and the JSON file, then (with --abort) the step's end.
+void name_it(const Task& t, WatchReport r) {
+    r.dumps = dumps_in(t.dir);
+    const std::string file = t.dir + "/" + t.host + ".rank" + r.rank + ".json";
+    r.action = t.abort ? "--abort: ending step " + t.job + "." + t.step + " (scancel)"
+                       : "the step goes on; srun --mn-nccl-watch=abort ends it at this point";
+    if (auto w = replace_file(file, watch_report_json(r) + "\n", 0600); w) r.report_file = file;
+    say(watch_report_text(r));
+    if (!t.abort) return;
+    std::string why;
+    if (!end_step(t.job, t.step, why)) say("mn-nccl watch: could not end the step: " + why + "\n");
+}
+
+}  // namespace
+
+int run_watch(const CommandLine& c) {
+    Task t;
+    t.job = env_or("SLURM_JOB_ID");
+    t.step = env_or("SLURM_STEP_ID");
+    t.host = env_or("SLURMD_NODENAME", host_name());
+    t.rank = env_or("SLURM_PROCID", "?");
+    t.local_rank = env_or("SLURM_LOCALID", "?");
+    t.abort = c.settings.watch_abort;
+    if (t.abort && (t.job.empty() || t.step.empty())) {
+        say("mn-preflight: watch: --abort ends the step, and this is not one (SLURM_JOB_ID, SLURM_STEP_ID unset); "
+            "run it under srun, or without --abort\n");
+        return 2;
+    }
+    auto dir = report_dir(c.settings, t.job, t.step);
+    if (!dir) {
+        say("mn-preflight: watch: " + t.host + ": " + dir.problem().text() + "\n");
+        return 2;
+    }
+    t.dir = *dir;
+    arm(t.dir);
+    // The program gets srun's signals itself (Slurm signals every process
+    // of the step); the watch stays to see how it ends.
+    struct sigaction sa{};
+    sa.sa_handler = ignore_signal;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT}) sigaction(sig, &sa, nullptr);
+    std::vector<char*> argv;
+    for (const auto& a : c.program) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigset_t dflt;
+    sigemptyset(&dflt);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT}) sigaddset(&dflt, sig);
+    posix_spawnattr_setsigdefault(&attr, &dflt);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    // The program's end is seen at once (SIGCHLD, taken by sigtimedwait),
+    // not at the next look: a rank killed is named before any other rank's
+    // --abort ends the step.
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, nullptr);
+    pid_t child = 0;
+    const int rc = posix_spawnp(&child, argv[0], nullptr, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+        say("mn-preflight: watch: " + t.host + ": cannot run " + c.program[0] + ": " + std::strerror(rc) + "\n");
+        return 127;
+    }
+    StallWatch watch(c.settings.watch_window);
+    int named_pid = 0;
+    for (;;) {
+        int st = 0;
+        const pid_t done = waitpid(child, &st, WNOHANG);
+        if (done == child) {
+            int sig = 0;
+            const std::string how = ended_words(st, &sig);
+            // A death by signal that no stall explained: the program's
+            // process is gone while the others may wait for it.
+            if (sig != 0 && named_pid == 0) {
+                WatchReport r = report_of(t, child, c.program[0]);
+                r.kind = "process dead";
+                r.detail = how;
+                name_it(t, r);
+            } else if (t.abort && WIFEXITED(st) && WEXITSTATUS(st) != 0 && named_pid == 0) {
+                // The program's own end (an exception, often another
+                // rank's death seen through the collective): not named; the
+                // step ends, after a moment in which a rank that died or
+                // stopped first is named by its own watch.
+                say("mn-nccl watch: " + t.host + " rank " + t.rank + ": the program " + how + "; --abort: ending step " +
+                    t.job + "." + t.step + " in 3 s\n");
+                sleep(3);
+                std::string why;
+                if (!end_step(t.job, t.step, why)) say("mn-nccl watch: could not end the step: " + why + "\n");
+            }
+            return sig ? 128 + sig : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+        }
+        if (done < 0 && errno != EINTR) return 1;
+        const auto tree = process_tree(all_processes(), child);
+        if (auto s = watch.look(monotonic(), tree); s && s->proc.pid != named_pid) {
+            named_pid = s->proc.pid;
+            WatchReport r = report_of(t, s->proc.pid, s->proc.comm);
+            r.kind = stall_words(s->kind);
+            r.detail = std::string("state ") + s->proc.state + " for " + num(s->seconds, 0) + " s";
+            std::string wchan = proc_file(s->proc.pid, "wchan", 256);
+            if (!wchan.empty() && wchan != "0") r.evidence.push_back("wchan " + wchan);
+            r.evidence.push_back("cpu " + num(static_cast<double>(s->proc.ticks) / sysconf(_SC_CLK_TCK)) +
+                                 " s, none since");
+            if (s->proc.pid != child) r.evidence.push_back("a process of the task (its program is pid " +
+                                                           std::to_string(child) + ")");
+            name_it(t, r);
+        }
+        timespec ts{};
+        ts.tv_sec = static_cast<time_t>(kLook);
+        ts.tv_nsec = static_cast<long>((kLook - static_cast<double>(ts.tv_sec)) * 1e9);
+        sigtimedwait(&chld, nullptr, &ts);
+    }
+}
+
+}  // namespace mn

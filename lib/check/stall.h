@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hang watch's rules (mn-preflight watch, helper/watch.cc), with no
+// process of their own: a process as /proc/PID/stat shows it, which of a
+// task's processes stayed stopped or stuck long enough to be named, how a
+// program's end reads, and the report a named rank gets.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/util/outcome.h"
+
+namespace mn {
+
+// One process, from /proc/PID/stat.
+struct ProcStat {
+    int pid = 0;
+    int ppid = 0;
+    char state = '?';    // R, S, D, T (stopped by a signal), t (a debugger's stop), Z, ...
+    std::string comm;    // its command name, as the kernel keeps it (15 bytes at most)
+    uint64_t ticks = 0;  // user + system CPU time, in clock ticks
+};
+
+// /proc/PID/stat's text. The command name sits in parentheses and may hold
+// spaces and ')' itself: it ends at the last ')'.
+Outcome<ProcStat> parse_proc_stat(const std::string& text);
+
+// `root` and its descendants among `all`, root first.
+std::vector<ProcStat> process_tree(const std::vector<ProcStat>& all, int root);
+
+// What the watch names. A stopped process (T: SIGSTOP, SIGTSTP, a job
+// control stop) never moves again by itself; one stuck in the kernel (D,
+// uninterruptible, its CPU time not moving) waits on a device or a file
+// system that does not answer. A debugger's stop (t) is the user's own and
+// is not named; nor is any sleep (S): a rank waiting in a collective for a
+// named one, or every rank paused for a checkpoint, sleeps.
+enum class StallKind { Stopped, Stuck };
+const char* stall_words(StallKind k);  // "process stopped", "process stuck in the kernel"
+
+struct Stall {
+    StallKind kind = StallKind::Stopped;
+    ProcStat proc;
+    double seconds = 0;  // how long it has been so, when named
+};
+
+// Looks at a task's processes, one sample after another.
+class StallWatch {
+public:
+    explicit StallWatch(double window) : window_(window) {}
+    // The processes at time `now` (seconds, any clock that only goes
+    // forward): the first one stopped, or stuck, for `window` seconds or
+    // more; a process that left that state and came back starts again.
+    std::optional<Stall> look(double now, const std::vector<ProcStat>& tree);
+
+private:
+    struct Seen {
+        char state;
+        uint64_t ticks;
+        double since;  // in this state, with no CPU time, since
+    };
+    double window_;
+    std::map<int, Seen> seen_;
+};
+
+// How a program ended, from waitpid's status: "exited with code 3",
+// "killed by signal 9 (SIGKILL)". `signal` is set for a death by signal.
+std::string ended_words(int wait_status, int* signal = nullptr);
+
+// What a named rank's report carries.
+struct WatchReport {
+    std::string kind;  // stall_words(), "process dead", "program ended"
+    std::string job, step, host;
+    std::string rank, local_rank;  // as the process's SLURM_PROCID/RANK say; "?" when unknown
+    int pid = 0;
+    std::string comm;
+    std::string detail;  // "state T for 31 s", "killed by signal 9 (SIGKILL)"
+    std::vector<std::string> evidence;  // "wchan do_signal_stop", "cpu 12.40 s, no progress", ...
+    std::vector<std::string> dumps;     // the Flight Recorder's files in the report directory
+    std::string report_file;            // where the JSON went ("" when it could not be written)
+    std::string action;                 // what the watch does next
+};
+// The one block on the step's stderr: its lines, each starting
+// "mn-nccl watch: ".
+std::string watch_report_text(const WatchReport& r);
+// The JSON file's one line.
+std::string watch_report_json(const WatchReport& r);
+
+}  // namespace mn

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "lib/check/watch_request.h"
+
+#include <cstdlib>
+
+#include "lib/util/boolean.h"
+#include "lib/util/text.h"
+
+namespace mn {
+
+Outcome<WatchRequest> parse_watch_request(const std::string& what, const std::string& source) {
+    WatchRequest r;
+    r.source = source;
+    r.enabled = true;
+    const std::string fix = "give " + source + "=report, abort, off, or add window=S (5 to 3600 seconds), e.g. " +
+                            source + "=abort,window=30";
+    for (const std::string& raw : split_list(what, ',')) {
+        const std::string w = lower(raw);
+        if (w.empty() || w == "report") continue;
+        if (w == "abort") {
+            r.abort = true;
+            continue;
+        }
+        if (w.compare(0, 7, "window=") == 0) {
+            const std::string v = w.substr(7);
+            char* end = nullptr;
+            const double s = std::strtod(v.c_str(), &end);
+            if (v.empty() || !end || *end || !(s >= 5 && s <= 3600))
+                return Problem{source + ": window='" + v + "' is not seconds from 5 to 3600", fix};
+            r.window = s;
+            continue;
+        }
+        if (auto b = parse_boolean(w, source)) {
+            r.enabled = *b;
+            continue;
+        }
+        return Problem{source + ": '" + raw + "' is not report, abort, off or window=S", fix};
+    }
+    if (!r.enabled) r.abort = false;
+    return r;
+}
+
+std::vector<std::string> watch_argv(const WatchRequest& r, const std::string& bin) {
+    std::vector<std::string> a{bin, "watch"};
+    if (r.abort) a.push_back("--abort");
+    if (r.window) {
+        a.push_back("--window");
+        a.push_back(num(*r.window, -1));
+    }
+    a.push_back("--");
+    return a;
+}
+
+}  // namespace mn

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The hang watch (issue 39): a real gloo training loop (Debian's torch,
+# scripts/torch/train_loop.py) under mn-preflight watch, on the local
+# cluster. From Slurm 23.11 the plugin puts the watch in front of each task
+# (srun --mn-nccl-watch); before, srun refuses the option naming the form
+# that works there, and the same watch is written in front of the program.
+# Faults: a rank stopped (SIGSTOP) and a rank killed mid-run: that rank, its
+# node and pid named, nobody else; with abort the step ends within seconds.
+# Healthy: a pause on every rank and one on rank 0 alone, longer than the
+# window: nobody named. And the watcher's own CPU.
+source "$(dirname "$0")/lib.sh"
+PF=$TOP/helper/mn-preflight
+LOOP=$TOP/scripts/torch/train_loop.py
+plugstack required "preflight=$PF"
+
+ver=$(srun --version | awk '{print $2}')
+major=${ver%%.*}
+minor=${ver#*.}
+minor=${minor%%.*}
+minor=$((10#$minor))
+if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
+echo "# Slurm $ver: $([ $inline = 1 ] && echo 'srun --mn-nccl-watch' || echo 'mn-preflight watch written in front of the program')"
+
+# watched WHAT CMD...: the srun arguments that watch CMD with WHAT (as
+# --mn-nccl-watch=WHAT reads it) on this release.
+watched() {
+  local what=$1
+  shift
+  if [ $inline = 1 ]; then
+    printf '%s\n' "--mn-nccl-watch=$what" "$@"
+  else
+    local a=("$PF" watch)
+    [[ ",$what," == *,abort,* ]] && a+=(--abort)
+    [[ "$what" =~ window=([0-9]+) ]] && a+=(--window "${BASH_REMATCH[1]}")
+    printf '%s\n' "${a[@]}" -- "$@"
+  fi
+}
+
+# fault SIG RANK WHAT: 3 ranks on 3 nodes in the loop; SIG to RANK's
+# process once every rank is in it; LIMIT (120 unless set) seconds for srun.
+# Sets RC, MS (from the signal to srun's end, or "none"), VICTIM; the
+# step's output in $OUT/last.
+fault() {
+  local sig=$1 rank=$2 what=$3 i spid t0
+  rm -f "$OUT"/pid.*
+  mapfile -t args < <(watched "$what" "$PY" "$LOOP")
+  MN_WATCH_PIDS=$OUT STEPS=600 timeout "${LIMIT:-120}" srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
+  spid=$!
+  for i in $(seq 300); do
+    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  sleep 1
+  VICTIM=$(cat "$OUT/pid.$rank" 2>/dev/null)
+  MS=none
+  [ -n "$VICTIM" ] || { wait $spid; RC=$?; return; }
+  t0=$(date +%s%N)
+  kill -"$sig" "$VICTIM"
+  wait $spid
+  RC=$?
+  MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ "$sig" = STOP ] && kill -CONT "$VICTIM" 2>/dev/null
+}
+
+t_stopped_rank() {
+  local name="a rank stopped (SIGSTOP) mid-run, abort,window=5: only that rank named (node1, rank 1, its pid, state T, wchan), the step ended within 15 s of the stop; its JSON report private to the user"
+  fault STOP 1 abort,window=5
+  local report
+  report=$(sed -n 's/^.*mn-nccl watch:   report: //p' "$OUT/last" | head -1)
+  [ "$MS" != none ] && [ "$MS" -lt 15000 ] &&
+    has "mn-nccl watch: process stopped: node1 rank 1 \(LOCAL_RANK 0\), pid $VICTIM \(python3\): state T for [5-9] s" &&
+    has 'mn-nccl watch:   evidence: wchan do_signal_stop' && [ "$(count 'mn-nccl watch: process')" = 1 ] &&
+    has 'ending step [0-9]+\.[0-9]+ \(scancel\)' && ! has '^DONE' &&
+    python3 -c "import json,os,sys; j=json.load(open('$report')); st=os.stat('$report'); sys.exit(0 if j['kind']=='process stopped' and j['rank']=='1' and j['pid']==$VICTIM and st.st_mode&0o777==0o600 and os.stat(os.path.dirname('$report')).st_mode&0o777==0o700 else 1)" ||
+    { fail "$name" "rc=$RC, srun ended ${MS} ms after the stop, report=$report"; return; }
+  pass "$name (srun ended ${MS} ms after the stop)"
+}
+
+t_killed_rank() {
+  local name="a rank killed (kill -9) mid-run, abort: that rank named dead (node2, rank 2, SIGKILL), nobody else, the step ended within 10 s"
+  fault KILL 2 abort,window=5
+  [ "$MS" != none ] && [ "$MS" -lt 10000 ] &&
+    has "mn-nccl watch: process dead: node2 rank 2 \(LOCAL_RANK 0\), pid $VICTIM \(.*\): killed by signal 9 \(SIGKILL\)" &&
+    [ "$(count 'mn-nccl watch: process')" = 1 ] && ! has '^DONE' ||
+    { fail "$name" "rc=$RC, srun ended ${MS} ms after the kill"; return; }
+  pass "$name (srun ended ${MS} ms after the kill)"
+}
+
+t_stopped_rank_report_only() {
+  local name="report (no abort): the stopped rank named once, and the step goes on (still running 20 s after the stop, ended by the test)"
+  LIMIT=25 fault STOP 0 window=5
+  [ $RC -eq 124 ] && has "mn-nccl watch: process stopped: node0 rank 0 .*state T for" &&
+    [ "$(count 'mn-nccl watch: process stopped')" = 1 ] && [ "$(count 'mn-nccl watch: process')" = 1 ] &&
+    has 'the step goes on; srun --mn-nccl-watch=abort ends it at this point' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
+t_pauses_are_not_hangs() {
+  local name="a 12 s pause on every rank, then one on rank 0 alone (the others wait in the all-reduce), window=5: nobody named, every rank DONE; the Flight Recorder armed into a 0700 directory"
+  local ok=1 why=""
+  for who in all 0; do
+    mapfile -t args < <(watched window=5 "$PY" "$LOOP")
+    run env STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$who srun -N3 -n3 --mn-nccl "${args[@]}"
+    [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch:' &&
+      [ "$(count '^WATCHED rank=[0-9] fr_buffer=2000 watch_dir=/.*/mn-nccl-watch\.[0-9]+\.[0-9]+\.[A-Za-z0-9]{6} dir_mode=0o700$')" = 3 ] ||
+      { ok=0; why+=" [PAUSE_RANKS=$who rc=$RC]"; }
+  done
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
+  pass "$name"
+}
+
+t_watchers_cpu() {
+  local name="the watcher's own CPU over a 20 s step: under 1 % of a core"
+  mapfile -t args < <(watched window=30 bash -c 'sleep 20; echo "TICKS $(cut -d" " -f14,15 /proc/$PPID/stat) $(getconf CLK_TCK)"')
+  run srun -N1 -n1 --mn-nccl "${args[@]}"
+  local u s hz pct
+  read -r u s hz <<<"$(lines '^TICKS' | awk '{print $2, $3, $4}')"
+  [ -n "${hz:-}" ] || { fail "$name" "rc=$RC"; return; }
+  pct=$(awk -v u="$u" -v s="$s" -v hz="$hz" 'BEGIN {printf "%.2f", 100 * (u + s) / hz / 20}')
+  awk -v p="$pct" 'BEGIN {exit !(p < 1)}' || { fail "$name" "${pct} % of a core"; return; }
+  pass "$name (${pct} % of a core)"
+}
+
+t_refusals() {
+  local name="bad values name the option and the fix; $([ $inline = 1 ] && echo 'without mn_nccl the watch is refused' || echo 'before 23.11 srun refuses --mn-nccl-watch naming the form that works, and the program never starts')"
+  local ok=1 why=""
+  run srun -N1 -n1 --mn-nccl --mn-nccl-watch=abrt echo PROGRAM STARTED
+  [ $RC -ne 0 ] && has "--mn-nccl-watch: 'abrt' is not report, abort, off or window=S; give --mn-nccl-watch=report, abort, off" &&
+    ! has 'PROGRAM STARTED' || { ok=0; why+=" [abrt rc=$RC]"; }
+  run env MN_NCCL_WATCH=window=1 srun -N1 -n1 --mn-nccl echo PROGRAM STARTED
+  [ $RC -ne 0 ] && has "MN_NCCL_WATCH: window='1' is not seconds from 5 to 3600" && ! has 'PROGRAM STARTED' ||
+    { ok=0; why+=" [window=1 rc=$RC]"; }
+  if [ $inline = 1 ]; then
+    run srun -N1 -n1 --mn-nccl-watch echo PROGRAM STARTED
+    [ $RC -ne 0 ] && has '--mn-nccl-watch needs mn_nccl on' && ! has 'PROGRAM STARTED' || { ok=0; why+=" [no mn_nccl rc=$RC]"; }
+  else
+    run srun -N1 -n1 --mn-nccl --mn-nccl-watch echo PROGRAM STARTED
+    [ $RC -ne 0 ] && has "--mn-nccl-watch needs Slurm 23.11 or newer \(spank_prepend_task_argv\); this is Slurm $major\.0?$minor" &&
+      has 'srun --mn-nccl=auto mn-preflight watch -- PROGRAM' && ! has 'PROGRAM STARTED' || { ok=0; why+=" [22.05 rc=$RC]"; }
+  fi
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
+  pass "$name"
+}
+
+run_checks
