@@ -253,8 +253,10 @@ int run_watch(const CommandLine& c) {
             // process is gone while the others may wait for it.
             if (sig != 0 && named_pid == 0) {
                 WatchReport r = report_of(t, child, c.program[0]);
-                r.kind = "process dead";
+                r.kind = death_kind(sig, !dumps_in(t.dir).empty());
                 r.detail = how;
+                if (r.kind != std::string("process dead"))
+                    r.detail += ": its collective timed out waiting on another rank; the dump names the collective";
                 name_it(t, r);
             } else if (t.abort && WIFEXITED(st) && WEXITSTATUS(st) != 0 && named_pid == 0) {
                 // The program's own end (an exception, often another

@@ -142,6 +142,10 @@ std::string ended_words(int status, int* signal) {
     return "ended (wait status " + std::to_string(status) + ")";
 }
 
+const char* death_kind(int signal, bool dumped) {
+    return signal == SIGABRT && dumped ? "ended by its watchdog" : "process dead";
+}
+
 std::string watch_report_text(const WatchReport& r) {
     const std::string head = "mn-nccl watch: ";
     std::string out = head + r.kind + ": " + r.host + " rank " + r.rank +

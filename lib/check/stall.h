@@ -69,6 +69,12 @@ private:
 // "killed by signal 9 (SIGKILL)". `signal` is set for a death by signal.
 std::string ended_words(int wait_status, int* signal = nullptr);
 
+// A program killed by `signal`: "process dead", unless it aborted itself
+// (SIGABRT) after PyTorch's watchdog dumped its Flight Recorder
+// (`dumped`): then "ended by its watchdog", a rank that waited on another
+// one's collective, not the rank at fault.
+const char* death_kind(int signal, bool dumped);
+
 // What a named rank's report carries.
 struct WatchReport {
     std::string kind;  // stall_words(), "process dead", "program ended"

@@ -1,15 +1,19 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A training loop as the hang watch sees one: gloo all-reduces from the
-environment mn_nccl set, STEPS of them, one every 0.1 s. Each rank writes
+"""A training loop as the hang watch sees one: all-reduces of 1 MiB from the
+environment mn_nccl set, STEPS of them, one every SLEEP seconds (0.1).
+BACKEND=nccl (GPU machines): on the GPU LOCAL_RANK selects, with the
+process group's time-out PG_TIMEOUT seconds (torch's default otherwise);
+else gloo on the CPU. Each rank writes
 its pid to $MN_WATCH_PIDS/pid.RANK once it is in the loop (for the test that
 stops or kills it). With PAUSE_AT=K PAUSE=S PAUSE_RANKS=all|0, the named
 ranks sleep S seconds before step K (a checkpoint save by all, or by rank 0
 alone while the others wait in the next all-reduce). Prints
   WATCHED rank=R fr_buffer=N watch_dir=D dir_mode=0700
-at the start and DONE rank=R steps=N at the end.
+at the start and DONE rank=R steps=N seconds=S (the loop's time) at the end.
 """
 import os
 import sys
+import datetime
 import time
 
 import torch
@@ -17,8 +21,17 @@ import torch.distributed as dist
 
 
 def main():
-    dist.init_process_group("gloo", init_method="env://")
+    backend = os.environ.get("BACKEND", "gloo")
+    kw = {}
+    if os.environ.get("PG_TIMEOUT"):
+        kw["timeout"] = datetime.timedelta(seconds=float(os.environ["PG_TIMEOUT"]))
+    device = "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        device = "cuda"
+    dist.init_process_group(backend, init_method="env://", **kw)
     rank = dist.get_rank()
+    pause_each = float(os.environ.get("SLEEP", "0.1"))
     steps = int(os.environ.get("STEPS", "50"))
     pause_at = int(os.environ.get("PAUSE_AT", "-1"))
     pause = float(os.environ.get("PAUSE", "0"))
@@ -31,15 +44,23 @@ def main():
     if pids:
         with open(f"{pids}/pid.{rank}", "w") as f:
             f.write(str(os.getpid()))
-    t = torch.ones(1024)
+    t = torch.ones(256 * 1024, device=device)
+    dist.all_reduce(t)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
     for i in range(steps):
         if i == pause_at and (who == "all" or str(rank) == who):
             time.sleep(pause)
         dist.all_reduce(t)
         t.fill_(1.0)
-        time.sleep(0.1)
+        if pause_each > 0:
+            time.sleep(pause_each)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
     dist.barrier()
-    print(f"DONE rank={rank} steps={steps}", flush=True)
+    print(f"DONE rank={rank} steps={steps} seconds={secs:.4f}", flush=True)
     dist.destroy_process_group()
     return 0
 

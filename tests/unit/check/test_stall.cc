@@ -107,6 +107,10 @@ static void how_a_program_ended(void**) {
     assert_int_equal(sig, SIGKILL);
     assert_str(ended_words(W_EXITCODE(0, SIGSEGV) | WCOREFLAG, &sig), "killed by signal 11 (SIGSEGV), core dumped");
     assert_str(ended_words(W_EXITCODE(0, 40)), "killed by signal 40");
+    assert_str(death_kind(SIGKILL, false), "process dead");
+    assert_str(death_kind(SIGKILL, true), "process dead");
+    assert_str(death_kind(SIGABRT, false), "process dead");
+    assert_str(death_kind(SIGABRT, true), "ended by its watchdog");
 }
 
 static void the_report(void**) {
