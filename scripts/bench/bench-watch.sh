@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The hang watch's accuracy (issue 39, doc/accuracy.md): on the local
+# cluster (3 nodes, Debian's torch, a gloo training loop,
+# scripts/torch/train_loop.py) each case R times:
+#   stop      a rank SIGSTOPped mid-run (abort, window 5 s): named right
+#             (that rank and node, nobody else), missed, or someone else
+#             named; the time from the stop to the step's end
+#   kill      a rank killed (kill -9) mid-run: the same
+#   pause     a 12 s pause on every rank (a checkpoint save): anybody named
+#             is a false blame
+#   pause0    a 12 s pause on rank 0 alone, the others waiting in the
+#             all-reduce: the same
+# The rank hit goes round the ranks. Prints a line per run and the table;
+# the output of each run that was not right stays in MN_BENCH_KEEP
+# (default /tmp/mn-bench-watch-misses).
+#
+#   scripts/bench/bench-watch.sh [R]     default 20; holds /tmp/mn-cluster.lock
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+top=$(pwd)
+runs=${1:-20}
+[ "$(id -u)" -eq 0 ] || { echo "bench-watch: run as root (namespaces)" >&2; exit 2; }
+[ -x helper/mn-preflight ] || { echo "bench-watch: build first (bash scripts/build.sh)" >&2; exit 2; }
+exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
+flock 9
+trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
+bash scripts/cluster/local-cluster.sh start >/dev/null || exit 1
+export SLURM_CONF=${MN_CLUSTER_DIR:-/tmp/mn-cluster}/slurm.conf
+bash scripts/cluster/local-cluster.sh plugstack required "preflight=$top/helper/mn-preflight" >/dev/null
+source scripts/torch/debian-torch.sh
+PF=$top/helper/mn-preflight
+LOOP=$top/scripts/torch/train_loop.py
+T=$(mktemp -d /tmp/mn-bench-watch.XXXXXX)
+KEEP=${MN_BENCH_KEEP:-/tmp/mn-bench-watch-misses}
+mkdir -p "$KEEP"
+ver=$(srun --version | awk '{print $2}')
+major=${ver%%.*}; minor=${ver#*.}; minor=$((10#${minor%%.*}))
+inline=0
+{ [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; } && inline=1
+watched() {  # WHAT-as-plugin ABORT(0/1) -> the srun arguments before the program
+  if [ $inline = 1 ]; then echo "--mn-nccl-watch=$1"; else
+    echo "$PF"; echo watch; [ "$2" = 1 ] && echo --abort; echo --window; echo 5; echo --; fi
+}
+declare -A right missed wrong times
+one() {  # CASE N
+  local c=$1 n=$2 rank=$(( $2 % 3 )) i spid t0 ms=none named
+  rm -f "$T"/pid.*
+  case $c in
+  stop | kill)
+    mapfile -t a < <(watched abort,window=5 1)
+    MN_WATCH_PIDS=$T STEPS=600 timeout 60 srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1 &
+    spid=$!
+    for i in $(seq 300); do [ "$(ls "$T"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
+    sleep 1
+    local v; v=$(cat "$T/pid.$rank" 2>/dev/null)
+    t0=$(date +%s%N)
+    [ -n "$v" ] && kill -"$([ $c = stop ] && echo STOP || echo KILL)" "$v"
+    wait $spid
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    [ $c = stop ] && [ -n "$v" ] && kill -CONT "$v" 2>/dev/null
+    ;;
+  pause | pause0)
+    mapfile -t a < <(watched window=5 0)
+    STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) timeout 90 \
+      srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1
+    ;;
+  esac
+  named=$(sed -n 's/^.*mn-nccl watch: \(process [a-z ]*\|ended by its watchdog\): \(node[0-9]*\) rank \([0-9]*\).*/\2:\3/p' "$T/out" | sort -u | tr '\n' ' ')
+  local want="node$rank:$rank "
+  case $c in
+  stop | kill)
+    if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
+    elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
+    else wrong[$c]=$((${wrong[$c]:-0} + 1)); fi ;;
+  *)
+    if [ -z "$named" ] && [ "$(grep -c '^DONE' "$T/out")" = 3 ]; then right[$c]=$((${right[$c]:-0} + 1))
+    elif [ -n "$named" ]; then wrong[$c]=$((${wrong[$c]:-0} + 1))
+    else missed[$c]=$((${missed[$c]:-0} + 1)); fi ;;
+  esac
+  # Kept for a look: every run that was not right.
+  if [ "${right[$c]:-0}" -lt "$n" ]; then cp "$T/out" "$KEEP/$c.$n.out"; fi
+  echo "$c $n: rank $rank; named: ${named:-nobody}; ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
+}
+for n in $(seq "$runs"); do
+  for c in stop kill pause pause0; do one $c "$n"; done
+done
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
+echo
+echo "bench-watch: Slurm $ver ($([ $inline = 1 ] && echo 'srun --mn-nccl-watch' || echo 'mn-preflight watch in front'))," \
+  "3 nodes, window 5 s, $runs runs per case"
+printf '%-8s %6s %7s %12s %s\n' case right missed "someone else" "median ms to the step's end"
+# pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish
+for c in stop kill pause pause0; do
+  printf '%-8s %6s %7s %12s %s\n' "$c" "${right[$c]:-0}" "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
+done
+rm -rf "$T"
