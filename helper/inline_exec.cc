@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "helper/inline_exec.h"
 
+#include "helper/slurm_command.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -41,21 +43,7 @@ void say(const std::string& line) {
 
 // scontrol update JobId=J Comment=...; the user owns the job.
 bool set_job_comment(const std::string& comment, std::string& err) {
-    const std::string job = "JobId=" + env_or("SLURM_JOB_ID"), c = "Comment=" + comment;
-    const char* argv[] = {"scontrol", "update", job.c_str(), c.c_str(), nullptr};
-    pid_t pid = 0;
-    if (posix_spawnp(&pid, "scontrol", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
-        err = "cannot run scontrol";
-        return false;
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        err = "scontrol update exited " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-        return false;
-    }
-    return true;
+    return run_slurm_command({"scontrol", "update", "JobId=" + env_or("SLURM_JOB_ID"), "Comment=" + comment}, err);
 }
 
 bool writable_dir(const std::string& dir) {

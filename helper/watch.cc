@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "helper/watch.h"
 
+#include "helper/slurm_command.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -134,21 +136,7 @@ std::vector<std::string> dumps_in(const std::string& dir) {
 
 // scancel of this step, all its tasks at once; false when it could not run.
 bool end_step(const std::string& job, const std::string& step, std::string& why) {
-    const std::string id = job + "." + step;
-    const char* argv[] = {"scancel", "--signal=KILL", id.c_str(), nullptr};
-    pid_t pid = 0;
-    if (posix_spawnp(&pid, "scancel", nullptr, nullptr, const_cast<char**>(argv), environ) != 0) {
-        why = "scancel is not here (a container without Slurm's commands?)";
-        return false;
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        why = "scancel " + id + " " + ended_words(st);
-        return false;
-    }
-    return true;
+    return run_slurm_command({"scancel", "--signal=KILL", job + "." + step}, why);
 }
 
 void ignore_signal(int) {}

@@ -112,6 +112,18 @@ summary() {
   [ "$FAILED" -eq 0 ]
 }
 
+# This cluster's Slurm release: ver ("22.05.8"), major, minor, and
+# inline=1 from 23.11 on (spank_prepend_task_argv: the plugin can put the
+# check or the watch in front of a task), else 0.
+slurm_release_facts() {
+  ver=$(srun --version | awk '{print $2}')
+  major=${ver%%.*}
+  minor=${ver#*.}
+  minor=${minor%%.*}
+  minor=$((10#$minor))
+  if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
+}
+
 # Runs the file's t_* checks (or those MN_IT_ONLY names), then the summary.
 run_checks() {
   local t

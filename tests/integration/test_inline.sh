@@ -11,12 +11,7 @@ source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 plugstack required "preflight=$PF"
 
-ver=$(srun --version | awk '{print $2}')
-major=${ver%%.*}
-minor=${ver#*.}
-minor=${minor%%.*}
-minor=$((10#$minor))
-if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
+slurm_release_facts
 echo "# Slurm $ver: $([ $inline = 1 ] && echo 'inline check (spank_prepend_task_argv)' || echo 'no spank_prepend_task_argv: refusal')"
 
 slow_off() {

@@ -14,12 +14,7 @@ PF=$TOP/helper/mn-preflight
 LOOP=$TOP/scripts/torch/train_loop.py
 plugstack required "preflight=$PF"
 
-ver=$(srun --version | awk '{print $2}')
-major=${ver%%.*}
-minor=${ver#*.}
-minor=${minor%%.*}
-minor=$((10#$minor))
-if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
+slurm_release_facts
 echo "# Slurm $ver: $([ $inline = 1 ] && echo 'srun --mn-nccl-watch' || echo 'mn-preflight watch written in front of the program')"
 
 # watched WHAT CMD...: the srun arguments that watch CMD with WHAT (as
