@@ -4,10 +4,8 @@
 #include "helper/slurm_command.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +30,9 @@ namespace mn {
 namespace {
 
 constexpr double kLook = 1.0;  // seconds between looks at the task's processes
+// Signals Slurm sends every process of the step: the program takes them
+// itself (their default actions restored), the watch outlives them.
+constexpr int kStepSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
 
 void say(const std::string& text) {
     std::size_t off = 0;
@@ -201,7 +202,7 @@ int run_watch(const CommandLine& c) {
     // of the step); the watch stays to see how it ends.
     struct sigaction sa{};
     sa.sa_handler = ignore_signal;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT}) sigaction(sig, &sa, nullptr);
+    for (int sig : kStepSignals) sigaction(sig, &sa, nullptr);
     std::vector<char*> argv;
     for (const auto& a : c.program) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -211,7 +212,7 @@ int run_watch(const CommandLine& c) {
     sigemptyset(&none);
     sigset_t dflt;
     sigemptyset(&dflt);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT}) sigaddset(&dflt, sig);
+    for (int sig : kStepSignals) sigaddset(&dflt, sig);
     posix_spawnattr_setsigdefault(&attr, &dflt);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);

@@ -205,9 +205,8 @@ std::optional<Problem> resolve_user_choices(PluginState& s, const EnvLookup& env
         auto w = parse_watch_request(g->value, g->source);
         if (!w) return w.problem();
         s.watch = *w;
-    } else if (!s.site.config.watch.empty() && !watch_unavailable(WatchRequest{true, false, std::nullopt, ""})) {
-        auto w = parse_watch_request(s.site.config.watch, "plugstack.conf watch=");
-        if (w) s.watch = *w;
+    } else if (MN_HAVE_PREPEND_TASK_ARGV) {
+        s.watch = s.site.config.watch;
     }
     return std::nullopt;
 }

@@ -118,27 +118,35 @@ bool helper_here(const std::string& bin, const std::string& source, uint32_t loc
     }
     return true;
 }
+
+// The mn-preflight the plugin puts in front of tasks.
+std::string helper_bin(const SiteConfig& site) {
+    return site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+}
+
+// ARGS in front of the task's command, `what` naming them in the error;
+// false (said) when Slurm refuses, and the program must not start.
+bool prepend_args(spank_t sp, const std::vector<std::string>& args, const std::string& source, const char* what) {
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    argv.push_back(nullptr);
+    if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) == ESPANK_SUCCESS) return true;
+    slurm_error("%s", message(source + ": Slurm refused to put " + what + " in front of the task "
+                              "(spank_prepend_task_argv), so the program was not started; report this with "
+                              "the Slurm version")
+                          .c_str());
+    return false;
+}
 #endif
 
 // --mn-nccl-watch: mn-preflight watch ... -- in front of the task's command:
 // the program runs as its child, watched from outside.
 int prepend_watch(spank_t sp, const WatchRequest& req, const SiteConfig& site, uint32_t local_id) {
 #if MN_HAVE_PREPEND_TASK_ARGV
-    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+    const std::string bin = helper_bin(site);
     if (!helper_here(bin, req.source, local_id)) return -1;
-    const std::vector<std::string> args = watch_argv(req, bin);
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    argv.push_back(nullptr);
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_nccl_watch");
-    if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
-        slurm_error("%s", message(req.source + ": Slurm refused to put the watch in front of the task "
-                                  "(spank_prepend_task_argv), so the program was not started; report this with "
-                                  "the Slurm version")
-                              .c_str());
-        return -1;
-    }
-    return 0;
+    return prepend_args(sp, watch_argv(req, bin), req.source, "the watch") ? 0 : -1;
 #else
     (void)sp, (void)site;
     if (local_id == 0) slurm_error("%s", message(watch_unavailable(req)->text()).c_str());
@@ -151,7 +159,7 @@ int prepend_watch(spank_t sp, const WatchRequest& req, const SiteConfig& site, u
 int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& req, const SiteConfig& site,
                       uint32_t local_id) {
 #if MN_HAVE_PREPEND_TASK_ARGV
-    const std::string bin = site.preflight.empty() ? std::string(MN_PREFLIGHT_BIN) : site.preflight;
+    const std::string bin = helper_bin(site);
     if (!helper_here(bin, req.source, local_id)) return -1;
     // pyxis: the check will run in the container; it says so about its outputs.
     const std::string container = pyxis_container(sp).value_or("");
@@ -165,22 +173,12 @@ int prepend_preflight(spank_t sp, const StepPlan& plan, const PreflightRequest& 
                           "--container-mounts=" + bin));
     const std::vector<std::string> args =
         preflight_argv(req, bin, preflight_port(plan.master_port, site.ports.lo, site.ports.hi), site, container);
-    std::vector<const char*> argv;
-    for (const auto& a : args) argv.push_back(a.c_str());
-    argv.push_back(nullptr);
     // Slurm (23.11 onwards) leaves the option's own variable in the task's
     // environment: without this the program would see one variable more
     // than without --mn-nccl-preflight (or its alias).
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_nccl_preflight");
     spank_unsetenv(sp, "_SLURM_SPANK_OPTION_mn_nccl_mn_preflight");
-    if (spank_prepend_task_argv(sp, static_cast<int>(args.size()), argv.data()) != ESPANK_SUCCESS) {
-        slurm_error("%s", message(req.source + ": Slurm refused to put the check in front of the task "
-                                  "(spank_prepend_task_argv), so the program was not started; report this with "
-                                  "the Slurm version")
-                              .c_str());
-        return -1;
-    }
-    return 0;
+    return prepend_args(sp, args, req.source, "the check") ? 0 : -1;
 #else
     (void)sp, (void)plan, (void)site;
     if (local_id == 0) slurm_error("%s", message(preflight_unavailable(req)->text()).c_str());

@@ -48,7 +48,7 @@ int srun_init_post_opt(spank_t) {
         if (s.choice.mode == Mode::Off && spank_context() == S_CTX_LOCAL)
             return fail(preflight_needs_mn_nccl(s.preflight));
     }
-    if (s.watch.enabled && !s.watch.source.empty() && s.watch.source != "plugstack.conf watch=") {
+    if (s.watch.enabled && s.watch.source != kWatchSiteSource) {
         if (auto p = watch_unavailable(s.watch)) return fail(*p);
         if (s.choice.mode == Mode::Off && spank_context() == S_CTX_LOCAL) return fail(watch_needs_mn_nccl(s.watch));
     }

@@ -15,6 +15,7 @@ namespace mn {
 
 constexpr const char* kWatchOption = "--mn-nccl-watch";
 constexpr const char* kWatchEnv = "MN_NCCL_WATCH";
+constexpr const char* kWatchSiteSource = "plugstack.conf watch=";  // a site's default
 
 struct WatchRequest {
     bool enabled = false;

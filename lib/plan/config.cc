@@ -129,8 +129,12 @@ ParsedSiteConfig parse_site_config(const std::vector<std::string>& args) {
             else warn(key + "='" + val + "' is not an absolute path", "no " + (key == "history" ? std::string("history") : "metrics files"));
         } else if (key == "watch") {
             auto w = parse_watch_request(val, "watch");
-            if (w) out.config.watch = w->enabled ? val : "";
-            else warn(w.problem().what, "watch=off");
+            if (w) {
+                out.config.watch = *w;
+                out.config.watch.source = kWatchSiteSource;
+            } else {
+                warn(w.problem().what, "watch=off");
+            }
         } else if (key == "sysfs_root") {
             if (!val.empty() && val[0] == '/') out.config.sysfs_root = val;
             else warn("sysfs_root='" + val + "' is not an absolute path", "/sys");

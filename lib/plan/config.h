@@ -9,6 +9,8 @@
 
 #include "lib/util/outcome.h"
 
+#include "lib/check/watch_request.h"
+
 namespace mn {
 
 // The user's options (srun, sbatch, salloc) and their environment forms:
@@ -56,7 +58,7 @@ struct SiteConfig {
     std::string preflight;     // mn-preflight for --mn-preflight ("": the installed one)
     std::string history_dir;   // every inline check's --history, unless the user gave one
     std::string metrics_dir;   // and --metrics-dir
-    std::string watch;         // every step's --mn-nccl-watch unless the user gave one ("": none)
+    WatchRequest watch;        // every step's --mn-nccl-watch unless the user gave one (off: none)
 };
 
 struct ParsedSiteConfig {

@@ -139,4 +139,21 @@ t_refusals() {
   pass "$name"
 }
 
+t_site_default() {
+  local name="plugstack watch=abort,window=5 (optional line, as the package installs it): $([ $inline = 1 ] && echo 'a step without the option is watched, and the user'"'"'s --mn-nccl-watch=off wins' || echo 'ignored before 23.11, the step runs unwatched')"
+  local ok=1 why=""
+  plugstack optional "preflight=$PF" watch=abort,window=5
+  run srun -N1 -n1 --mn-nccl bash -c 'echo "DIR ${MN_NCCL_WATCH_DIR:-none} PARENT $(cat /proc/$PPID/comm)"'
+  if [ $inline = 1 ]; then
+    [ $RC -eq 0 ] && has '^DIR /.*/mn-nccl-watch\.[0-9]+\.[0-9]+\.[A-Za-z0-9]{6} PARENT mn-preflight$' || { ok=0; why+=" [default rc=$RC]"; }
+    run srun -N1 -n1 --mn-nccl --mn-nccl-watch=off bash -c 'echo "DIR ${MN_NCCL_WATCH_DIR:-none}"'
+    [ $RC -eq 0 ] && has '^DIR none$' || { ok=0; why+=" [off rc=$RC]"; }
+  else
+    [ $RC -eq 0 ] && has '^DIR none PARENT ' && ! has 'PARENT mn-preflight' || { ok=0; why+=" [22.05 rc=$RC]"; }
+  fi
+  plugstack required "preflight=$PF"
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
+  pass "$name"
+}
+
 run_checks

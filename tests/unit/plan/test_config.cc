@@ -107,6 +107,20 @@ static void site_config_dashes_read_as_underscores(void**) {
     assert_str(p.config.sysfs_root, "/tmp/s");
 }
 
+// watch=: every step's hang watch, read once; a bad value is the
+// admin's to fix and leaves the watch off.
+static void site_config_watch_default(void**) {
+    auto p = parse_site_config({"watch=abort,window=20"});
+    assert_int_equal(p.warnings.size(), 0);
+    assert_true(p.config.watch.enabled && p.config.watch.abort && p.config.watch.window && *p.config.watch.window == 20);
+    assert_str(p.config.watch.source, kWatchSiteSource);
+    p = parse_site_config({"watch=abrt"});
+    assert_int_equal(p.warnings.size(), 1);
+    assert_contains(p.warnings[0], "plugstack.conf: watch: 'abrt' is not report, abort, off or window=S; using watch=off");
+    assert_false(p.config.watch.enabled);
+    assert_false(parse_site_config({}).config.watch.enabled);
+}
+
 static void site_config_typos_warn_and_keep_defaults(void**) {
     auto p = parse_site_config({"defualt=auto", "port_range=9-1", "force=2", "default=bogus", "verbose",
                                 "sysfs_root=relative", "default="});
@@ -139,7 +153,7 @@ int main() {
         cmocka_unit_test(site_config_values),
         cmocka_unit_test(site_config_force_is_a_boolean),
         cmocka_unit_test(site_config_dashes_read_as_underscores),
-        cmocka_unit_test(site_config_typos_warn_and_keep_defaults),
+        cmocka_unit_test(site_config_typos_warn_and_keep_defaults), cmocka_unit_test(site_config_watch_default),
     };
     return cmocka_run_group_tests_name("config", tests, nullptr, nullptr);
 }
