@@ -194,14 +194,16 @@ Outcome<Fd> connect_to(const std::string& addr, uint16_t port, const Deadline& d
     const socklen_t len = local_address(addr.substr(1), sa);
     std::string last = "timed out";
     while (!d.passed()) {
-        Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        // Non-blocking: a full backlog (a flood at the door) is EAGAIN here,
+        // never a connect that waits without bound.
+        Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (!fd) return Problem{"cannot open a local socket: " + errtext(), resource_fix(errno)};
         if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) {
             tune(fd.get());
             return fd;
         }
-        last = errtext();
-        // Not listening yet: the node's leader may start after this rank.
+        last = errno == EAGAIN ? "its backlog is full" : errtext();
+        // Not listening yet (the node's leader may start after this rank), or full.
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return Problem{"cannot connect to the local socket " + addr + " (" + last + ")", ""};

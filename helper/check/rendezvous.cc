@@ -64,16 +64,20 @@ void local_facts(Step& st) {
     if (st.sig.fabric == "socket") st.sig.mtu = interface_mtu(st.ifname);
 }
 
-// Rank 0 may hold a connection per rank (a standby too, taking over):
-// the soft open-file limit is raised to what the step needs, within the
-// hard one; below that rank 0 says so, naming the fix.
+// Rank 0 may hold a connection per rank (a standby too, taking over), and
+// every doorway a flood's worth of callers (waiting_cap() is a quarter of
+// the limit): the soft open-file limit is raised towards what both need,
+// within the hard one; below what the step needs rank 0 says so, naming
+// the fix.
 void allow_connections(const Self& self) {
     rlimit lim{};
     if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
     const rlim_t need = self.world + 64;
-    if (lim.rlim_cur >= need) return;
-    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(need, lim.rlim_max);
+    const rlim_t want = need + 4 * kMaxWaiting;
+    if (lim.rlim_cur >= want) return;
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min<rlim_t>(want, lim.rlim_max);
     setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
     if (self.rank == 0 && lim.rlim_cur < need)
         std::fprintf(stderr, "mn-preflight: %s rank 0: %u ranks need %lu open files, the limit is %lu: raise it "
                              "(ulimit -n in the job, or slurmd's LimitNOFILE with PropagateResourceLimits)\n",
@@ -413,6 +417,9 @@ void send_roster(const Step& st, Lead& l) {
         if (l.members[r].via || h.standby_port == 0) continue;  // no port: it cannot stand by
         roster.standbys.push_back({r, h.label, h.data_addr, h.standby_port});
     }
+    std::vector<uint32_t> ranks;
+    for (const auto& s : roster.standbys) ranks.push_back(s.rank);
+    l.hub.standbys(std::move(ranks));
     // Its own second: the rendezvous' deadline may be all but spent.
     l.tell_all(roster, Deadline::in(1));
 }

@@ -78,12 +78,23 @@ LaunchMode resolve_launch(LaunchMode asked, const StepFacts& f) {
     return f.total_tasks == f.nnodes ? LaunchMode::Node : LaunchMode::Task;
 }
 
-uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id) {
+uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id, uint32_t salt) {
     const unsigned span = r.span();
     constexpr unsigned kSlots = 16;
-    if (span < kSlots) return static_cast<uint16_t>(r.lo + (uint64_t(job_id) + step_id) % span);
+    if (span < kSlots) return static_cast<uint16_t>(r.lo + (uint64_t(job_id) + step_id + salt) % span);
     const unsigned blocks = span / kSlots;
-    return static_cast<uint16_t>(r.lo + (job_id % blocks) * kSlots + step_id % kSlots);
+    return static_cast<uint16_t>(r.lo + ((uint64_t(job_id) + salt) % blocks) * kSlots + step_id % kSlots);
+}
+
+uint32_t port_salt(const std::string& secret) {
+    uint32_t salt = 0;
+    for (std::size_t i = 0; i < 8 && i < secret.size(); ++i) {
+        const char c = secret[i];
+        const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (v < 0) return 0;
+        salt = salt << 4 | static_cast<uint32_t>(v);
+    }
+    return salt;
 }
 
 std::string rdzv_id(uint32_t job_id, uint32_t step_id) {

@@ -42,10 +42,16 @@ Outcome<std::vector<uint32_t>> check_facts(const StepFacts& f);
 // the same answer on every node, since it depends only on step-wide counts.
 LaunchMode resolve_launch(LaunchMode asked, const StepFacts& f);
 
-// MASTER_PORT from the job and step ids: 16 consecutive ports per job, so
-// up to 16 concurrent steps of one job differ, and jobs whose ids differ by
-// less than span/16 differ too.
-uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id);
+// MASTER_PORT from the job and step ids: a block of 16 ports per job, the
+// step's slot in it, so up to 16 concurrent steps of one job differ. salt
+// moves the block: port_salt(the step secret), which no other user can
+// read, so nobody can hold a step's port before its rank 0 listens (issue
+// 38); without one (0), jobs whose ids differ by less than span/16 differ.
+uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id, uint32_t salt = 0);
+
+// The salt of a step secret (MN_NCCL_STEP_SECRET, random hex): its first
+// 32 bits; 0 when there is none.
+uint32_t port_salt(const std::string& secret);
 
 // torchrun's rendezvous id: distinct for two steps of one job.
 std::string rdzv_id(uint32_t job_id, uint32_t step_id);

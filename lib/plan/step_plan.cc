@@ -190,9 +190,11 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
         plan.master_port = *p;
         plan.why_port = "kept the user's MASTER_PORT";
     } else {
-        plan.master_port = derive_port(site.ports, facts.job_id, facts.step_id);
+        const uint32_t salt = port_salt(given(env, "MN_NCCL_STEP_SECRET"));
+        plan.master_port = derive_port(site.ports, facts.job_id, facts.step_id, salt);
         plan.why_port = "job " + std::to_string(facts.job_id) + " step " + std::to_string(facts.step_id) +
-                        " in " + std::to_string(site.ports.lo) + "-" + std::to_string(site.ports.hi);
+                        (salt ? ", placed by the step's secret," : "") + " in " + std::to_string(site.ports.lo) +
+                        "-" + std::to_string(site.ports.hi);
     }
     plan.rdzv = rdzv_id(facts.job_id, facts.step_id);
 

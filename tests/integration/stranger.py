@@ -14,6 +14,9 @@ talks only to the address it is given (the local cluster's namespaces).
       N idle connections held, N that send one byte every 0.2 s, R new
       connections a second that send one byte, and frames of forged text
       ("op=hello ... FORGED-BY-STRANGER") with bad proofs.
+  stranger.py churn ADDR PORT SECONDS [--hold N]
+      N connections that each send one byte, held open; each one the other
+      end cuts off is opened again at once (issue 38's jam of MASTER_PORT).
   stranger.py dataflood ADDR SECONDS [--skip PORT,...] [--most N]
       every listening port of this network namespace (/proc/net/tcp) but
       the skipped ones gets idle connections as soon as it opens.
@@ -130,6 +133,58 @@ def flood(a):
     print(f"STRANGER mode=flood connections={n}", flush=True)
 
 
+def churn(a):
+    import resource
+    import select
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, a.hold + 256) if hard != resource.RLIM_INFINITY else a.hold + 256
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    end = time.time() + a.seconds
+    held = {}
+    n = cut = 0
+    poller = select.epoll()
+    while time.time() < end:
+        while len(held) < a.hold and time.time() < end:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setblocking(False)
+            try:
+                s.connect((a.addr, a.port))
+            except BlockingIOError:
+                pass
+            except OSError:
+                s.close()
+                time.sleep(0.01)
+                break
+            held[s.fileno()] = s
+            poller.register(s.fileno(), select.EPOLLIN | select.EPOLLOUT | select.EPOLLRDHUP)
+            n += 1
+        for fd, ev in poller.poll(0.01):
+            s = held.get(fd)
+            if s is None:
+                continue
+            if ev & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR | select.EPOLLRDHUP):
+                try:
+                    data = s.recv(65536)
+                except BlockingIOError:
+                    data = b"x"
+                except OSError:
+                    data = b""
+                if data == b"":
+                    poller.unregister(fd)
+                    del held[fd]
+                    s.close()
+                    cut += 1
+                    continue
+            if ev & select.EPOLLOUT:
+                try:
+                    s.send(b"\x00")
+                except OSError:
+                    pass
+                poller.modify(fd, select.EPOLLIN | select.EPOLLRDHUP)
+    print(f"STRANGER mode=churn connections={n} cut={cut}", flush=True)
+
+
 def alive(s):
     try:
         data = s.recv(65536)
@@ -193,6 +248,11 @@ def main():
     f.add_argument("--idle", type=int, default=0)
     f.add_argument("--slow", type=int, default=0)
     f.add_argument("--rate", type=float, default=0)
+    c = sub.add_parser("churn")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("seconds", type=float)
+    c.add_argument("--hold", type=int, default=1000)
     d = sub.add_parser("dataflood")
     d.add_argument("addr")
     d.add_argument("seconds", type=float)
@@ -200,7 +260,7 @@ def main():
     d.add_argument("--most", type=int, default=400)
     a = p.parse_args()
     a.seconds = min(a.seconds, 120.0)  # never outlives its test
-    {"squat": squat, "flood": flood, "dataflood": dataflood}[a.mode](a)
+    {"squat": squat, "flood": flood, "churn": churn, "dataflood": dataflood}[a.mode](a)
     return 0
 
 

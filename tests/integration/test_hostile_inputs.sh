@@ -134,6 +134,51 @@ t_flood_on_master_port() {
   pass "$name ($secs s; $(sed -n 's/^note: strangers: \([0-9]* connections\).*/\1/p' "$OUT/last"))"
 }
 
+# Issue 38's jam: another user holds thousands of connections at
+# MASTER_PORT and reopens each one the doorway cuts off, from node1 (the
+# address rank 1 comes from too). The doorway takes the whole backlog each
+# turn and cuts the busiest address's oldest caller: every rank gets in.
+t_churn_on_master_port() {
+  local name="another user churns 6000 connections (above the doorway's cap of 4096) at MASTER_PORT from node1 (rank 1's address), reopening each one cut off; ranks 1-2 arrive 2 s after rank 0: PASS, nobody named, the strangers in one note"
+  local port; port=$(free_port)
+  as_stranger node1 churn 10.250.0.10 "$port" 25 --hold 6000
+  MASTER_PORT=$port run srun -N3 -n3 --mn-nccl bash -c \
+    "[ \$SLURM_PROCID = 0 ] || sleep 2; exec $PF --timeout 20 --history $OUT/hist-churn"
+  stop_stranger
+  local strangers; strangers=$(sed -n 's/^note: strangers: \([0-9]* connections\).*/\1/p' "$OUT/last")
+  [ $RC -eq 0 ] && has '^PASS' && [ "$(count '^note: strangers: ')" = 1 ] && ! has '^problem: ' &&
+    ! grep -q '"kind":"\(fault\|timeout\|disturbed\)"' "$OUT"/hist-churn/*.jsonl ||
+    { fail "$name" "rc=$RC strangers=$strangers $(lines '^(FAIL|PASS|disturbed|problem)' | head -3)"; return; }
+  pass "$name ($strangers; $(lines '^PASS' | head -1))"
+  lines '^note: strangers' | cut -c1-400 | sed 's/^/    /'
+}
+
+# The port anyone could predict from squeue's job id (the plugin's port
+# before issue 38): another user holds it, for steps 0-3, before the job's
+# first step. The plugin places each step's block by its secret, so the
+# step's MASTER_PORT is another, and the check passes.
+t_port_held_in_advance() {
+  local name="MASTER_PORT as squeue's job id predicts it (job id's block, steps 0-3) held by another user before the step starts: the step's port, placed by its secret, differs; PASS"
+  rm -f "$OUT/go"
+  local j p pids=() held=()
+  j=$(sbatch --parsable -N3 -n3 -t 2 -o "$OUT/advance.out" --wrap \
+    "while [ ! -e $OUT/go ]; do sleep 0.2; done; srun --mn-nccl bash -c 'echo PORT=\$MASTER_PORT; exec $PF --timeout 20'")
+  for p in 0 1 2 3; do
+    held+=($((20000 + (j % 625) * 16 + p)))
+    as_stranger node0 squat 0.0.0.0 "${held[-1]}" 25
+    pids+=("$STRANGER_PID")
+  done
+  touch "$OUT/go"
+  local end=$((SECONDS + 40))
+  while squeue -h -j "$j" 2>/dev/null | grep -q . && [ $SECONDS -lt $end ]; do sleep 0.5; done
+  kill "${pids[@]}" 2>/dev/null; wait "${pids[@]}" 2>/dev/null
+  local got; got=$(sed -n 's/^PORT=//p' "$OUT/advance.out" | sort -u | paste -sd' ')
+  cp "$OUT/advance.out" "$OUT/last"
+  [ -n "$got" ] && ! grep -qw "$got" <<<"${held[*]}" && has '^PASS' && ! has 'could not listen on MASTER_PORT' ||
+    { fail "$name" "job $j held ${held[*]} step port '$got' $(lines '^(FAIL|PASS|mn-preflight)' | head -3)"; return; }
+  pass "$name (job $j: held ${held[*]}; the step's port $got)"
+}
+
 # Where strangers held connections to the data ports while the pair tests
 # ran, a note says so (one line for them all; or, for a node they made
 # look slow, that it was not judged): never is a node then named slow.

@@ -2,6 +2,7 @@
 #include "helper/check/control/doorway.h"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -223,30 +224,50 @@ struct Doorway::Caller {
     Fd fd;
     std::string peer, nonce, buf;
     Deadline by;
-    double came = 0;  // now_s() at its accept
 };
 
-Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first)
-    : listen_fd_(listen_fd), secret_(std::move(secret)), rank_(rank), first_(first) {}
+std::size_t waiting_cap() {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return kMaxWaiting;
+    return std::clamp<std::size_t>(lim.rlim_cur / 4, kFewestWaiting, kMaxWaiting);
+}
+
+Doorway::Doorway(int listen_fd, std::string secret, uint32_t rank, bool first, std::size_t cap)
+    : listen_fd_(listen_fd), secret_(std::move(secret)), rank_(rank), first_(first), cap_(std::max<std::size_t>(cap, 1)) {}
 
 Doorway::~Doorway() = default;
 
-bool Doorway::full() const { return waiting_.size() >= kMaxWaiting && now_s() - waiting_.front()->came < kCutOff; }
+void Doorway::forget(const Caller& c) {
+    auto it = by_address_.find(c.peer);
+    if (it != by_address_.end() && --it->second == 0) by_address_.erase(it);
+}
+
+void Doorway::cut_one() {
+    if (waiting_.empty()) return;
+    const auto busiest = std::max_element(by_address_.begin(), by_address_.end(),
+                                          [](const auto& a, const auto& b) { return a.second < b.second; });
+    auto it = waiting_.begin();
+    if (busiest != by_address_.end())
+        it = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& c) { return c->peer == busiest->first; });
+    if (it == waiting_.end()) it = waiting_.begin();
+    strangers_.add((*it)->peer, "cut off for a newer connection while " + std::to_string(cap_) +
+                                    " waited at once");
+    forget(**it);
+    waiting_.erase(it);
+}
 
 void Doorway::accept_new() {
     std::string peer;
-    while (true) {
-        // Full: the oldest caller is cut off only once it has had its
-        // chance (a rank knocks within milliseconds); whoever comes next
-        // waits in the kernel's backlog meanwhile, in the order they came.
-        if (waiting_.size() >= kMaxWaiting) {
-            if (full()) break;
-            strangers_.add(waiting_.front()->peer, "cut off while " + std::to_string(kMaxWaiting) +
-                                                       " connections waited at once");
-            waiting_.erase(waiting_.begin());
-        }
+    // The whole backlog, bounded per turn so that those waiting are read too.
+    for (std::size_t taken = 0; taken < 2 * cap_; ++taken) {
+        if (waiting_.size() >= cap_) cut_one();
         auto c = wire::accept_one(listen_fd_, Deadline::in(0), &peer);
         if (!c) {
+            // Out of open files with callers waiting: one of them makes room.
+            if (!c.problem().fix.empty() && !waiting_.empty()) {
+                cut_one();
+                continue;
+            }
             if (!c.problem().fix.empty() && trouble_.empty()) trouble_ = c.problem().text();
             break;
         }
@@ -256,12 +277,12 @@ void Doorway::accept_new() {
         k->peer = peer;
         k->nonce = fresh_nonce();
         k->by = Deadline::in(kKnockWait);
-        k->came = now_s();
         // A fresh socket's buffer takes a few bytes at once: this never waits.
         if (!msg::send(k->fd.get(), msg::Challenge{spoken_protocol(), k->nonce, release()}, Deadline::in(0.05))) {
             strangers_.add(peer, "closed at once");
             continue;
         }
+        ++by_address_[peer];
         waiting_.push_back(std::move(k));
     }
 }
@@ -332,13 +353,11 @@ void Doorway::close_waiting() {
     for (const auto& c : waiting_)
         strangers_.add(c->peer, c->buf.empty() ? "held a connection without a word" : "had not finished its knock");
     waiting_.clear();
+    by_address_.clear();
 }
 
 std::vector<Guest> Doorway::turn(double wait, const Want& want) {
-    // A full doorway leaves the backlog alone until its oldest caller may be cut off.
-    const bool full_now = full();
-    std::vector<pollfd> p{{full_now ? -1 : listen_fd_, POLLIN, 0}};
-    if (full_now) wait = std::min(wait, std::max(0.0, waiting_.front()->came + kCutOff - now_s()));
+    std::vector<pollfd> p{{listen_fd_, POLLIN, 0}};
     for (const auto& c : waiting_) p.push_back({c->fd.get(), POLLIN, 0});
     // Wake for the first caller's deadline too.
     for (const auto& c : waiting_) wait = std::min(wait, std::max(0.0, c->by.left()));
@@ -351,15 +370,18 @@ std::vector<Guest> Doorway::turn(double wait, const Want& want) {
         if (p[i + 1].revents & (POLLIN | POLLERR | POLLHUP)) {
             if (auto g = read_caller(c, want, &done)) guests.push_back(std::move(*g));
         }
-        if (done) continue;
-        if (c.by.passed()) {
+        if (!done && c.by.passed()) {
             strangers_.add(c.peer, c.buf.empty() ? "sent nothing in time" : "did not finish its knock in time");
+            done = true;
+        }
+        if (done) {
+            forget(c);
             continue;
         }
         still.push_back(std::move(waiting_[i]));
     }
     waiting_ = std::move(still);
-    if (!full_now || !full()) accept_new();
+    accept_new();
     return guests;
 }
 

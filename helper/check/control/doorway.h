@@ -12,12 +12,15 @@
 // control connection is sealed under it (wire::Seal).
 //
 // The acceptor reads whoever connects without blocking, in one poll loop:
-// a short deadline, a small frame limit and a cap on how many wait at once
-// (then the oldest is cut off for the next in the kernel's backlog, once it
-// has waited kCutOff: a rank answers its challenge in milliseconds, a
-// stranger holding a connection does not). What strangers
-// did is counted by address, for one summary line; their bytes are never
-// quoted.
+// a short deadline, a small frame limit and a cap on how many wait at once.
+// Each turn it takes the kernel's whole backlog (a rank's connection never
+// waits behind a flood there); when the cap is reached the oldest caller of
+// the address that holds the most places is cut off for the newcomer, as
+// OpenSSH's MaxStartups drops early: a flood from one address cuts only
+// its own callers, and a rank that shares its address answers its challenge
+// in milliseconds, long before thousands of newer connections push it out
+// (and knocks again if they do). What strangers did is counted by address,
+// for one summary line; their bytes are never quoted.
 #pragma once
 
 #include <cstdint>
@@ -68,8 +71,12 @@ struct Strangers {
 constexpr std::size_t kKnockLimit = 1024;        // a knock's body, bytes
 constexpr std::size_t kFirstLimit = 256 * 1024;  // a first message (a hello with its problems), bytes
 constexpr double kKnockWait = 2.0;               // seconds from accept to the whole knock
-constexpr std::size_t kMaxWaiting = 256;         // connections waiting for their knock at once
-constexpr double kCutOff = 0.5;                  // seconds a caller has before a newcomer may cut it off
+constexpr std::size_t kMaxWaiting = 4096;        // connections waiting for their knock at once, at most
+constexpr std::size_t kFewestWaiting = 64;       // and at least, whatever the open-file limit
+
+// The cap for this process: a quarter of its open-file limit (the rest is
+// the step's lines and the program's own), within the two above.
+std::size_t waiting_cap();
 
 struct KnockReading;
 
@@ -77,7 +84,8 @@ class Doorway {
 public:
     // rank: this rank's (its Welcome says it); first: whether the
     // connector's first message comes with its knock and is read here.
-    Doorway(int listen_fd, std::string secret, uint32_t rank, bool first);
+    // cap: callers waiting for their knock at once (waiting_cap()).
+    Doorway(int listen_fd, std::string secret, uint32_t rank, bool first, std::size_t cap = waiting_cap());
     ~Doorway();
     Doorway(const Doorway&) = delete;
     Doorway& operator=(const Doorway&) = delete;
@@ -107,9 +115,11 @@ public:
 
 private:
     struct Caller;
-    // Every place taken by a caller that still has its chance.
-    bool full() const;
+    // Takes the backlog, making room by cut_one() once the cap is reached.
     void accept_new();
+    // Cuts off the oldest caller of the address with the most waiting.
+    void cut_one();
+    void forget(const Caller& c);
     // Reads what a caller sent; a guest once its knock (and first message)
     // are whole and wanted; none while it owes more or once it is refused
     // (then *done).
@@ -118,7 +128,9 @@ private:
     std::string secret_;
     uint32_t rank_;
     bool first_;
-    std::vector<std::unique_ptr<Caller>> waiting_;
+    std::size_t cap_;
+    std::vector<std::unique_ptr<Caller>> waiting_;  // in the order they came
+    std::map<std::string, std::size_t> by_address_;  // waiting callers per address
     Strangers strangers_;
     std::vector<std::string> unwanted_;
     std::vector<std::string> skewed_;

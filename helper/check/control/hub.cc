@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +24,7 @@ struct Hub::State {
     msg::Stage stage = msg::Stage::Rendezvous;
     bool stop = false;
     uint64_t settle_asked = 0, settled = 0;
+    std::vector<uint32_t> standbys;  // the roster's: who may give a verdict in rank 0's place
     wire::Mux mux;  // the thread's alone, but for wake()
 };
 
@@ -33,7 +35,20 @@ namespace {
 struct HubView {
     std::map<uint32_t, Line*> lines;
     std::map<uint32_t, double> heard;  // the lines still watched: when last heard
+    std::vector<uint32_t> standbys;
 };
+
+// Why a Superseded is not taken ("" when it is): only a standby of the
+// roster gives a verdict in rank 0's place, and that verdict names rank
+// 0's node, so it never passes: a code 0 would start the program (--exec)
+// on a word no check gave. Not taken, it is a garbled word of its sender.
+std::string refuse_superseded(const HubView& w, const msg::Superseded& sup) {
+    if (std::find(w.standbys.begin(), w.standbys.end(), sup.by) == w.standbys.end())
+        return "it said rank " + std::to_string(sup.by) + " gave the verdict in rank 0's place, which is no standby "
+               "of the roster";
+    if (sup.code == 0) return "it said a verdict in rank 0's place passed, which none does (it names rank 0's node)";
+    return "";
+}
 
 // What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
 enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kRelayed, kBeatOut, kKinds };
@@ -61,7 +76,8 @@ std::atomic<uint64_t> g_by_kind[kKinds];
 // rank's own message (or end, or hello), carried `via` the speaker.
 // Whether the speaker speaks for that rank is rank 0's membership's to
 // judge; a hello goes on as it came, decoded there once.
-void take_relayed(Hub::State& s, const Self& self, bool json, uint32_t speaker, const msg::Relayed& rel) {
+void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, uint32_t speaker,
+                  const msg::Relayed& rel) {
     // Queued together: one wake-up of rank 0's phase for the lot.
     std::vector<Heard> heard;
     heard.reserve(rel.parts.size());
@@ -80,9 +96,14 @@ void take_relayed(Hub::State& s, const Self& self, bool json, uint32_t speaker, 
             if (m) g_by_kind[m.value().index()].fetch_add(1, std::memory_order_relaxed);
             if (m && (std::holds_alternative<msg::Beat>(m.value()) || std::holds_alternative<msg::Relayed>(m.value())))
                 continue;
-            if (const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr) superseded(self, json, sup);
-            if (m) {
+            const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
+            const std::string refused = sup ? refuse_superseded(w, *sup) : "";
+            if (sup && refused.empty()) superseded(self, json, sup);
+            if (m && refused.empty()) {
                 h.msg = std::move(m.value());
+            } else if (m) {
+                h.gone = Gone::Garbled;
+                h.error = refused;
             } else {
                 h.gone = Gone::Garbled;
                 h.error = m.problem().text();
@@ -115,15 +136,18 @@ void take_event(Hub::State& s, HubView& w, const Self& self, bool json, const wi
         }
         if (const auto* rel = m ? std::get_if<msg::Relayed>(&m.value()) : nullptr) {
             w.heard[r] = now_s();
-            take_relayed(s, self, json, r, *rel);
+            take_relayed(s, w, self, json, r, *rel);
             return;
         }
-        if (const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr) {
-            superseded(self, json, sup);
-        }
-        if (m) {
+        const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
+        const std::string refused = sup ? refuse_superseded(w, *sup) : "";
+        if (sup && refused.empty()) superseded(self, json, sup);
+        if (m && refused.empty()) {
             w.heard[r] = now_s();
             h.msg = std::move(m.value());
+        } else if (m) {
+            h.gone = Gone::Garbled;
+            h.error = refused;
         } else {
             h.gone = Gone::Garbled;
             h.error = m.problem().text();
@@ -177,6 +201,7 @@ struct HubRun {
                 s->mux.add(r, line->fd(), line->seal());
             }
             s->arrived.clear();
+            w.standbys = s->standbys;
             stage = s->stage;
             asked = s->settle_asked;
         }
@@ -229,6 +254,12 @@ void Hub::add(uint32_t rank, Line* line) {
     std::lock_guard<std::mutex> g(st_->mu);
     st_->arrived.push_back({rank, line});
     st_->mux.wake();
+}
+
+void Hub::standbys(std::vector<uint32_t> ranks) {
+    if (!st_) return;
+    std::lock_guard<std::mutex> g(st_->mu);
+    st_->standbys = std::move(ranks);
 }
 
 void Hub::stage(msg::Stage s) {

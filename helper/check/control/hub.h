@@ -45,6 +45,8 @@ public:
     void start(const Self& self, bool json);  // on the control thread
     void add(uint32_t rank, Line* line);  // a rank that arrived; its Line outlives the hub
     void stage(msg::Stage s);             // what rank 0's heartbeats say
+    // The roster's standbys: a Superseded is taken only as one of theirs.
+    void standbys(std::vector<uint32_t> ranks);
     std::optional<Heard> next(const Deadline& d);
     // Returns once the hub has read what the ranks sent so far (a
     // Superseded among it ends the process first): before a verdict.

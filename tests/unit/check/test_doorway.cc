@@ -5,6 +5,9 @@
 // named, either side), a squatter without the secret, idle and slow
 // connections are each refused for what they are, and none of them holds
 // the doorway up.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -43,9 +46,10 @@ struct Acceptor {
     std::vector<std::string> unwanted;
     Strangers closed;  // strangers() after close_waiting()
 };
-std::future<Acceptor> run_doorway(int fd, const std::string& secret, double seconds, std::size_t want_n, bool first) {
+std::future<Acceptor> run_doorway(int fd, const std::string& secret, double seconds, std::size_t want_n, bool first,
+                                  std::size_t cap = kMaxWaiting) {
     return std::async(std::launch::async, [=] {
-        Doorway door(fd, secret, 0, first);
+        Doorway door(fd, secret, 0, first, cap);
         Acceptor a;
         const Deadline d = Deadline::in(seconds);
         while (!d.passed() && a.guests.size() < want_n)
@@ -310,18 +314,108 @@ static void strangers_time_out_and_are_summarised_by_address(void**) {
     assert_true(s.find("GET") == std::string::npos);  // their bytes are never quoted
 }
 
-static void the_doorway_caps_its_waiting_callers(void**) {
+// Another user that holds `most` connections from `source` and opens a new
+// one for each the doorway cuts off, as fast as it can, until stopped.
+struct Churner {
+    std::atomic<bool> stop{false};
+    std::atomic<unsigned> opened{0};
+    std::thread t;
+    Churner(const char* source, uint16_t port, std::size_t most) {
+        t = std::thread([=] {
+            std::vector<int> held;
+            sockaddr_in to{}, from{};
+            to.sin_family = from.sin_family = AF_INET;
+            to.sin_port = htons(port);
+            inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+            inet_pton(AF_INET, source, &from.sin_addr);
+            while (!stop) {
+                while (held.size() < most && !stop) {
+                    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                    timeval tv{0, 200000};
+                    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+                    if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+                        ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+                        ::close(fd);
+                        break;
+                    }
+                    held.push_back(fd);
+                    ++opened;
+                }
+                // Those the doorway cut off make room for new ones.
+                std::vector<int> still;
+                for (int fd : held) {
+                    char buf[512];
+                    const ssize_t k = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+                    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) ::close(fd);
+                    else still.push_back(fd);
+                }
+                held.swap(still);
+            }
+            for (int fd : held) ::close(fd);
+        });
+    }
+    ~Churner() {
+        stop = true;
+        t.join();
+    }
+};
+
+// A flood from another address: the doorway cuts the flood's own callers
+// and takes the whole backlog each turn, so the rank behind it in the
+// kernel's queue is read as soon as it knocks, and never cut off.
+static void a_flood_from_another_address_never_cuts_a_rank(void**) {
     Door d;
-    auto acc = run_doorway(d.listen.get(), kSecret, 3, 1, true);
-    std::vector<Fd> held;
-    for (std::size_t i = 0; i < kMaxWaiting + 40; ++i)
-        if (auto s = wire::connect_tcp("127.0.0.1", d.port, Deadline::in(1))) held.push_back(std::move(s.value()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    auto c = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(2.5));
+    auto acc = run_doorway(d.listen.get(), kSecret, 4, 1, true, 32);
+    Outcome<Channel> c = Problem{"", ""};
+    unsigned opened = 0;
+    {
+        Churner flood("127.0.0.2", d.port, 400);
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        // One try: a rank cut off would knock again; here it never needs to.
+        c = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(2.5),
+                  Deadline::in(2.5));
+        opened = flood.opened;
+    }
     Acceptor a = acc.get();
-    assert_true(c.ok());
+    if (!c.ok()) fail_msg("%s", c.problem().text().c_str());
     assert_int_equal(a.guests.size(), 1);
-    assert_contains(a.strangers.summary(), "cut off while 256 connections waited at once");
+    assert_true(opened > 32);
+    const std::string s = a.strangers.summary();
+    assert_contains(s, "from 127.0.0.2 (");
+    assert_contains(s, "cut off for a newer connection while 32 waited at once");
+    assert_true(s.find("from 127.0.0.1") == std::string::npos);  // the rank's address: nobody cut
+}
+
+// The same from the rank's own address (another user on its node): the
+// doorway still takes the backlog each turn, and a rank answers its
+// challenge long before the flood's newer connections push it out (it
+// knocks again if they do).
+static void a_flood_from_the_ranks_address_does_not_hold_it_out(void**) {
+    Door d;
+    auto acc = run_doorway(d.listen.get(), kSecret, 6, 1, true, 64);
+    Outcome<Channel> c = Problem{"", ""};
+    unsigned opened = 0;
+    {
+        Churner flood("127.0.0.1", d.port, 600);
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        c = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(5));
+        opened = flood.opened;
+    }
+    Acceptor a = acc.get();
+    if (!c.ok()) fail_msg("%s", c.problem().text().c_str());
+    assert_int_equal(a.guests.size(), 1);
+    assert_true(opened > 600);  // it reopened what was cut off
+    assert_contains(a.strangers.summary(), "cut off for a newer connection while 64 waited at once");
+}
+
+// The cap follows the open-file limit, within its bounds.
+static void the_cap_follows_the_open_file_limit(void**) {
+    rlimit lim{};
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &lim), 0);
+    const std::size_t cap = waiting_cap();
+    assert_in_range(cap, kFewestWaiting, kMaxWaiting);
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur / 4 >= kFewestWaiting && lim.rlim_cur / 4 <= kMaxWaiting)
+        assert_int_equal(cap, lim.rlim_cur / 4);
 }
 
 int main() {
@@ -336,7 +430,9 @@ int main() {
         cmocka_unit_test(a_replayed_knock_is_not_a_proof),
         cmocka_unit_test(idle_and_slow_strangers_hold_nobody_up),
         cmocka_unit_test(strangers_time_out_and_are_summarised_by_address),
-        cmocka_unit_test(the_doorway_caps_its_waiting_callers),
+        cmocka_unit_test(a_flood_from_another_address_never_cuts_a_rank),
+        cmocka_unit_test(a_flood_from_the_ranks_address_does_not_hold_it_out),
+        cmocka_unit_test(the_cap_follows_the_open_file_limit),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }

@@ -86,6 +86,30 @@ static void same_inputs_same_port(void**) {
     assert_int_equal(derive_port(r, 77, 3), derive_port(r, 77, 3));
 }
 
+// The step secret moves the job's block: another user who knows the job
+// and step ids (squeue) cannot tell the port, yet the steps of one job,
+// each with its own secret, still never share one.
+static void the_step_secret_places_the_port(void**) {
+    PortRange r;
+    assert_int_equal(port_salt("00000001ffff"), 1);
+    assert_int_equal(port_salt("DEADbeef99"), 0xdeadbeefu);
+    assert_int_equal(port_salt(""), 0);
+    assert_int_equal(port_salt("zz000000"), 0);  // not hex: no salt
+    assert_int_equal(derive_port(r, 4242, 0, 0), derive_port(r, 4242, 0));
+    std::set<uint16_t> ports;
+    for (uint32_t salt = 0; salt < 625; ++salt) {
+        const uint16_t p = derive_port(r, 4242, 0, salt);
+        assert_in_range(p, r.lo, r.hi);
+        ports.insert(p);
+    }
+    assert_int_equal(ports.size(), 625);  // every block of the range, one per salt
+    std::set<uint16_t> steps;
+    for (uint32_t step = 0; step < 16; ++step) steps.insert(derive_port(r, 4242, step, port_salt("9f3a0c7e") + step * 7919));
+    assert_int_equal(steps.size(), 16);
+    PortRange tiny{30000, 30004};
+    for (uint32_t salt = 0; salt < 100; ++salt) assert_in_range(derive_port(tiny, 7, 3, salt * 0x9e3779b9u), 30000, 30004);
+}
+
 static void rendezvous_ids(void**) {
     assert_str(rdzv_id(1234, 0), "1234.0");
     assert_true(rdzv_id(1234, 0) != rdzv_id(1234, 1));
@@ -117,6 +141,7 @@ int main() {
         cmocka_unit_test(concurrent_steps_of_a_job_differ),
         cmocka_unit_test(nearby_jobs_differ),
         cmocka_unit_test(same_inputs_same_port),
+        cmocka_unit_test(the_step_secret_places_the_port),
         cmocka_unit_test(rendezvous_ids),
         cmocka_unit_test(training_steps),
         cmocka_unit_test(gpu_counts),

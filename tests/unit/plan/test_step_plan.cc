@@ -274,6 +274,26 @@ static void users_master_port_is_used_everywhere(void**) {
     }
 }
 
+// Every node's tasks get the one port their step secret places.
+static void the_step_secret_places_master_port_everywhere(void**) {
+    UserChoice c;
+    c.mode = Mode::Auto;
+    auto plain = run_step({1, 1}, Dist::Block, c, {});
+    auto placed = run_step({1, 1}, Dist::Block, c, {{"MN_NCCL_STEP_SECRET", "000001f5" + std::string(56, 'a')}});
+    const std::string port = placed.front().at("MASTER_PORT");
+    for (const auto& e : placed) assert_str(e.at("MASTER_PORT"), port.c_str());
+    // 0x1f5 = 501 blocks further along the range (of 625).
+    const int moved = (std::stoi(port) - std::stoi(plain.front().at("MASTER_PORT")) + 10000) % 10000;
+    assert_int_equal(moved, 501 * 16);
+    StepFacts f = node0_facts(1, 1);
+    auto plan = plan_step(f, c, SiteConfig{}, [](const std::string& k) -> std::optional<std::string> {
+        if (k == "MN_NCCL_STEP_SECRET") return std::string("0badc0de");
+        return std::nullopt;
+    }, node_view(0, 1));
+    assert_true(plan.ok());
+    assert_contains(plan.value().why_port, "placed by the step's secret");
+}
+
 static void bad_user_master_port_is_named(void**) {
     UserChoice c;
     c.mode = Mode::Auto;
@@ -524,6 +544,7 @@ int main() {
         cmocka_unit_test(forced_node_mode_with_many_tasks_is_refused),
         cmocka_unit_test(users_master_port_is_used_everywhere),
         cmocka_unit_test(bad_user_master_port_is_named),
+        cmocka_unit_test(the_step_secret_places_master_port_everywhere),
         cmocka_unit_test(missing_nodelist_is_named),
         cmocka_unit_test(fabric_variables_reach_every_task),
         cmocka_unit_test(a3_sockets_go_on_the_control_nic),
