@@ -100,7 +100,7 @@ double beat_period(uint32_t world) { return world > 4096 ? 1.0 : 0.5; }
 uint32_t g_quiet_above = 4096;
 bool quiet_rendezvous(uint32_t world) { return world > g_quiet_above; }
 constexpr double kSilence = 3.0;  // as step.h's
-constexpr std::size_t kMaxHandshakes = 200;  // below the doorway's kMaxWaiting (256)
+constexpr std::size_t kMaxHandshakes = 200;  // below the doorway's fewest cap of callers at once (256 at 1,024 open files)
 
 struct Options {
     std::string preflight;

@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -38,17 +37,6 @@ struct HubView {
     std::vector<uint32_t> standbys;
 };
 
-// Why a Superseded is not taken ("" when it is): only a standby of the
-// roster gives a verdict in rank 0's place, and that verdict names rank
-// 0's node, so it never passes: a code 0 would start the program (--exec)
-// on a word no check gave. Not taken, it is a garbled word of its sender.
-std::string refuse_superseded(const HubView& w, const msg::Superseded& sup) {
-    if (std::find(w.standbys.begin(), w.standbys.end(), sup.by) == w.standbys.end())
-        return "it said rank " + std::to_string(sup.by) + " gave the verdict in rank 0's place, which is no standby "
-               "of the roster";
-    if (sup.code == 0) return "it said a verdict in rank 0's place passed, which none does (it names rank 0's node)";
-    return "";
-}
 
 // What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
 enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kRelayed, kBeatOut, kKinds };
@@ -97,7 +85,7 @@ void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, 
             if (m && (std::holds_alternative<msg::Beat>(m.value()) || std::holds_alternative<msg::Relayed>(m.value())))
                 continue;
             const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
-            const std::string refused = sup ? refuse_superseded(w, *sup) : "";
+            const std::string refused = sup ? msg::superseded_refusal(*sup, w.standbys) : "";
             if (sup && refused.empty()) superseded(self, json, sup);
             if (m && refused.empty()) {
                 h.msg = std::move(m.value());
@@ -140,7 +128,7 @@ void take_event(Hub::State& s, HubView& w, const Self& self, bool json, const wi
             return;
         }
         const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
-        const std::string refused = sup ? refuse_superseded(w, *sup) : "";
+        const std::string refused = sup ? msg::superseded_refusal(*sup, w.standbys) : "";
         if (sup && refused.empty()) superseded(self, json, sup);
         if (m && refused.empty()) {
             w.heard[r] = now_s();

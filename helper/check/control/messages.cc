@@ -434,4 +434,12 @@ bool operator==(const Ready& a, const Ready& b) {
     return a.error == b.error && Wire(a.health) == Wire(b.health) && a.fingerprint == b.fingerprint;
 }
 
+std::string superseded_refusal(const Superseded& m, const std::vector<uint32_t>& standbys) {
+    if (std::find(standbys.begin(), standbys.end(), m.by) == standbys.end())
+        return "it said rank " + std::to_string(m.by) + " gave the verdict in rank 0's place, which is no standby of "
+               "the roster";
+    if (m.code == 0) return "it said a verdict in rank 0's place passed, which none does (it names rank 0's node)";
+    return "";
+}
+
 }  // namespace mn::check::msg

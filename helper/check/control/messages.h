@@ -286,6 +286,11 @@ struct Superseded {
     int code = 0;
     auto tie() const { return std::tie(by, by_label, code); }
 };
+// Why rank 0 does not take it ("" when it does): only a standby of its
+// roster gives a verdict in its place, and that verdict names rank 0's
+// node, so it never passes (a code 0 would start the program under
+// --exec on a word no check gave).
+std::string superseded_refusal(const Superseded& m, const std::vector<uint32_t>& standbys);
 
 // ---- when rank 0 is lost: a rank -> the standby that takes over -----------
 

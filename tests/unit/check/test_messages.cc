@@ -197,6 +197,16 @@ static void a_leader_carries_nested_messages_whole(void**) {
     assert_str(with(up, "/Relayed/parts/0/body"_json_pointer, "text"), "Relayed: 'parts.body' is a string, not a byte string");
 }
 
+// A Superseded ends rank 0 only as a standby's word, and never as a pass.
+static void a_superseded_is_taken_only_from_a_standby_and_never_as_a_pass(void**) {
+    const std::vector<uint32_t> standbys{1, 2, 3};
+    assert_string_equal(msg::superseded_refusal(msg::Superseded{2, "node1", 1}, standbys).c_str(), "");
+    assert_contains(msg::superseded_refusal(msg::Superseded{7, "node3", 1}, standbys), "rank 7");
+    assert_contains(msg::superseded_refusal(msg::Superseded{7, "node3", 1}, standbys), "no standby");
+    assert_contains(msg::superseded_refusal(msg::Superseded{1, "node0", 0}, standbys), "passed, which none does");
+    assert_contains(msg::superseded_refusal(msg::Superseded{1, "node0", 3}, {}), "no standby");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_leader_carries_nested_messages_whole),
@@ -205,6 +215,7 @@ int main() {
         cmocka_unit_test(a_message_that_is_not_one_is_a_problem_naming_it),
         cmocka_unit_test(a_field_added_within_the_protocol_may_be_missing),
         cmocka_unit_test(the_challenge_is_text_that_protocol_2_reads),
+        cmocka_unit_test(a_superseded_is_taken_only_from_a_standby_and_never_as_a_pass),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
