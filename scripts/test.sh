@@ -208,6 +208,15 @@ slurm_release() {
 }
 echo "integration: $(($(date +%s) - start)) s on Slurm $(slurm_release)"
 
+# A short sample of issue 38's campaign (doc/accuracy.md's table runs it by
+# hand, 20 faults and 100 healthy runs a case): each case once, on the
+# host. MN_TEST_CAMPAIGN=0 skips it.
+if [ $here_only = 0 ] && [ "${MN_TEST_CAMPAIGN:-1}" != 0 ]; then
+  part "campaign sample (scripts/bench/bench-accuracy.sh 1 1: each case once)"
+  MN_BENCH_KEEP=/tmp/mn-accuracy-misses bash scripts/bench/bench-accuracy.sh 1 1 2>&1 | tee /tmp/mn-accuracy.log
+  tally campaign /tmp/mn-accuracy.log
+fi
+
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   part "packages (scripts/test/test-package.sh: .deb through a real job, RPM)"

@@ -89,7 +89,15 @@ msg::Result cpu_share(const msg::Plan& p, Step& st) {
         std::vector<std::pair<std::string, uint32_t>> want;
         for (uint32_t m : p.members) want.push_back({"node", m});
         if (p.ring_size > 1) want.push_back({"ring", p.prev});
-        auto g = data_accept_all(st.data_listen.get(), want, st.self, st.work_end);
+        // Strangers at the data port meanwhile go in the report: rank 0 counts
+        // them against a time-out or a failed link (fail_closed), never a node.
+        Strangers seen;
+        auto g = data_accept_all(st.data_listen.get(), want, st.self, st.work_end, &seen);
+        if (seen.total) {
+            out.strangers = seen.brief();
+            std::fprintf(stderr, "mn-preflight: %s rank %u: strangers at its data port: %s\n", st.self.label.c_str(),
+                         rank, out.strangers->c_str());
+        }
         if (onward.valid()) {
             auto c = onward.get();
             if (!c) {

@@ -37,11 +37,7 @@ void count_strangers(msg::PairReport& r, Strangers seen, const Step& st) {
     seen.merge(take_waiting(st.data_listen.get()));
     if (seen.total == 0) return;
     r.strangers = seen.total;
-    r.strangers_seen = seen.summary();
-    if (r.strangers_seen.size() > msg::kStrangersText) {
-        r.strangers_seen.resize(msg::kStrangersText - 4);
-        r.strangers_seen += " ...";
-    }
+    r.strangers_seen = seen.brief();
     std::fprintf(stderr, "mn-preflight: %s rank %u: strangers at its data port during %s: %s\n", st.self.label.c_str(),
                  st.self.rank, r.tag.c_str(), r.strangers_seen.c_str());
 }

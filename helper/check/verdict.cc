@@ -19,13 +19,28 @@ namespace mn::check {
 
 namespace {
 
-// Blame by evidence, and NVML's findings per node, into the report.
+// Who came to the ranks' data ports without the secret while they waited
+// for their ring (msg::Result::strangers): "node1 rank 1: 12 connections
+// from ..."; "" when nobody did.
+std::string ring_strangers(const Lead& l) {
+    std::string out;
+    for (uint32_t r = 0; r < l.results.size(); ++r)
+        if (l.results[r].strangers) out += (out.empty() ? "" : "; ") + l.who(r) + ": " + *l.results[r].strangers;
+    return out;
+}
+
+// Blame by evidence, and NVML's findings per node, into the report. Links
+// that failed between ranks that all reported, while strangers held the
+// data ports, say nothing of a node: their charges are "disturbed".
 void weigh(const Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
     if (!l.evidence.empty()) {
         const Blame b = assign_blame(l.evidence);
+        const bool jammed = b.culprit == RankState::PeerError && !ring_strangers(l).empty();
         for (const auto& [node, why] : b.faults)
-            for (const auto& w : why) rep.nodes[node].problems.push_back({VerdictKind::Fault, w});
+            for (const auto& w : why)
+                rep.nodes[node].problems.push_back({jammed ? VerdictKind::Disturbed : VerdictKind::Fault, w});
+        if (jammed) rep.disturbed = "strangers at the data ports during the all-reduce: " + ring_strangers(l);
         for (const auto& [node, on] : b.waited_on)
             for (uint32_t c : on) rep.nodes[node].waited_on.push_back(rep.nodes[c].host);
         for (const auto& [rank, text] : b.notes) rep.notes.push_back(l.who(rank) + ": " + text);
@@ -72,11 +87,19 @@ void fail_closed(const Step& st, Lead& l) {
         rep.code = kUsage;
         excuse_timeouts(rep);
     }
+    // Strangers at the ring's data ports: a note, and a time-out they were
+    // there for is theirs (a failed link, weigh's).
+    if (const std::string ring = ring_strangers(l); !ring.empty()) {
+        const std::string who = "strangers at the data ports during the all-reduce: " + ring;
+        if (rep.disturbed.empty()) rep.notes.push_back(who);
+        if (rep.code == kTimeout && rep.disturbed.empty()) rep.disturbed = who;
+        excuse_timeouts(rep);
+    }
     if (l.strangers.total == 0) return;
     const std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
                             std::to_string(st.self.port) + ", without this step's secret";
     rep.notes.push_back("strangers: " + who);
-    if (rep.code == kTimeout) rep.disturbed = who;
+    if (rep.code == kTimeout && rep.disturbed.empty()) rep.disturbed = who;
     excuse_timeouts(rep);
 }
 

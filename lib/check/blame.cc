@@ -23,6 +23,7 @@ Blame assign_blame(const std::vector<RankEvidence>& ranks) {
         }
     }
     if (b.faults.empty()) return b;
+    b.culprit = culprit;
     std::set<uint32_t> culprit_nodes;
     for (const auto& [node, why] : b.faults) culprit_nodes.insert(node);
     for (const auto& r : ranks) {

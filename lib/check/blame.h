@@ -32,6 +32,8 @@ struct Blame {
     std::map<uint32_t, std::vector<std::string>> faults;
     // Node index -> the culprit nodes it waited on (never a culprit itself).
     std::map<uint32_t, std::set<uint32_t>> waited_on;
+    // Which evidence named the culprits (Done: none did).
+    RankState culprit = RankState::Done;
     // The culprits are ranks that never reported: the check timed out.
     bool timed_out = false;
     std::vector<uint32_t> silent;  // those ranks

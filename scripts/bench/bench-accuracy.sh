@@ -23,12 +23,18 @@
 #   stopped      the last node's rank SIGSTOPped 1.5 s into a longer check (resumed 10 s later)
 #   killed       the last node's rank SIGKILLed 1.5 s in
 #   rank0-stopped rank 0 SIGSTOPped 1.5 s in: the standby names node0
-# Not claimed here (the GPU machines' scripts/gpu/ cover them): GPU memory
-# held, foreign compute, GPUs without NCCL, an RDMA port down; a throttled
-# CPU on nodes that share one machine is never blamed (issue 41).
+# Measured, not claimed: slow-2g. On nodes that share one machine a slow
+# node is named only where its link's round trips show a queue (issue 41);
+# a link at 2 Gbit/s with tbf's 256 kbit burst mostly does not, and the
+# check says "not judged" in a note.
+# Not here (the GPU machines' scripts/gpu/gpu-accuracy.sh): GPU memory
+# held, foreign compute, GPUs without NCCL; an RDMA port down needs RDMA;
+# a throttled CPU on nodes that share one machine is never blamed (issue 41).
 #
-# Prints a line per run and the table; exits non-zero where a healthy run
-# blamed anyone or failed, or a fault was missed or blamed on another node.
+# Prints a line per run, the table and "accuracy: N passed, M failed" (runs
+# right, runs not right of the cases it claims); exits non-zero where a
+# healthy run blamed anyone or failed, or a claimed fault was missed or
+# blamed on another node.
 # Holds /tmp/mn-cluster.lock.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -44,6 +50,7 @@ KEEP=${MN_BENCH_KEEP:-/tmp/mn-bench-accuracy-misses}
 mkdir -p "$KEEP"
 healthy_cases="quiet starved-one starved-all churn dataflood held-port"
 fault_cases="slow-2g slow-500m slow-20m stopped killed rank0-stopped"
+unclaimed="slow-2g"
 cases=${MN_BENCH_CASES:-$healthy_cases $fault_cases}
 
 exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
@@ -149,12 +156,12 @@ one_run() {
   verdict=$(grep -E '^(PASS|FAIL)' "$log" | head -1 | cut -c1-60)
 }
 
-declare -A right missed wrong fails dist total
+declare -A right missed wrong fails dist total oks
 for c in $cases; do
   kind=fault n=$R expect=node$last
   [[ " $healthy_cases " == *" $c "* ]] && kind=healthy n=$H expect=
   [ "$c" = rank0-stopped ] && expect=node0
-  right[$c]=0 missed[$c]=0 wrong[$c]=0 fails[$c]=0 dist[$c]=0 total[$c]=0
+  right[$c]=0 missed[$c]=0 wrong[$c]=0 fails[$c]=0 dist[$c]=0 total[$c]=0 oks[$c]=0
   for ((i = 1; i <= n; i++)); do
     one_run "$c"
     total[$c]=$((total[$c] + 1))
@@ -170,6 +177,7 @@ for c in $cases; do
       fi
     fi
     printf '%-14s %3d/%-3d exit %-3s named %-12s %s\n' "$c" "$i" "$n" "$rc" "${named:-none}" "$verdict"
+    [ $ok = 1 ] && oks[$c]=$((oks[$c] + 1))
     [ $ok = 1 ] || cp "$out/run" "$KEEP/$c.$i.log"
   done
 done
@@ -189,7 +197,9 @@ table=$out/table
   echo "|---|---|---|---|---|"
   for c in $cases; do
     [[ " $healthy_cases " == *" $c "* ]] && continue
-    echo "| $c | ${total[$c]} | ${right[$c]} | ${missed[$c]} | ${wrong[$c]} |"
+    note=
+    [[ " $unclaimed " == *" $c "* ]] && note=" (measured, not claimed)"
+    echo "| $c$note | ${total[$c]} | ${right[$c]} | ${missed[$c]} | ${wrong[$c]} |"
   done
 } >"$table"
 echo
@@ -206,8 +216,12 @@ open(path, "w").write(text[:a + len(mark)] + "\n" + table + text[b:])
 EOF
   echo "bench-accuracy: the table is in $MN_BENCH_WRITE"
 fi
-bad=0
-for c in $cases; do bad=$((bad + wrong[$c] + fails[$c])); done
-for c in $fault_cases; do [[ " $cases " == *" $c "* ]] && bad=$((bad + missed[$c])); done
+bad=0 good=0
+for c in $cases; do
+  [[ " $unclaimed " == *" $c "* ]] && continue
+  good=$((good + oks[$c]))
+  bad=$((bad + total[$c] - oks[$c]))
+done
 [ $bad = 0 ] && echo "RESULT PASS" || echo "RESULT FAIL: $bad runs not right (kept in $KEEP)"
+echo "accuracy: $good passed, $bad failed"
 [ $bad = 0 ]

@@ -242,6 +242,11 @@ msg::Result result_from(Source& s) {
     r.transports = s.texts();
     r.pair_seconds = s.rows<double>([&] { return s.real(); });
     r.pair_error = s.text();
+    if (s.flag()) {
+        std::string seen = s.text();
+        if (seen.size() > msg::kStrangersText) seen.resize(msg::kStrangersText);  // the bound a sender keeps
+        r.strangers = seen;
+    }
     return r;
 }
 

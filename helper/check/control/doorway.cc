@@ -146,6 +146,15 @@ std::string Strangers::summary() const {
     return out;
 }
 
+std::string Strangers::brief() const {
+    std::string s = summary();
+    if (s.size() > msg::kStrangersText) {
+        s.resize(msg::kStrangersText - 4);
+        s += " ...";
+    }
+    return s;
+}
+
 // ---- the acceptor ----------------------------------------------------------------
 
 std::shared_ptr<wire::Seal> acceptor_seal(const std::string& secret, const msg::Knock& k, const std::string& nonce_a) {

@@ -65,6 +65,8 @@ struct Strangers {
     // time, 10 did not prove the step secret)", the busiest addresses
     // first; "" when none came.
     std::string summary() const;
+    // The summary within msg::kStrangersText bytes, as a rank's report carries it.
+    std::string brief() const;
 };
 
 // Limits, each chosen far from what a rank needs.

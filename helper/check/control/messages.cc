@@ -193,6 +193,12 @@ void bounds(const Plan& m) {
     within("first_rank", m.first_rank, 0, kIntMax);
 }
 void bounds(const PairCue& m) { within("iters", m.iters, 0, kIntMax); }
+void bounds(const Result& m) {
+    if (m.strangers && m.strangers->size() > kStrangersText)
+        throw Wrong{"strangers", "is " + std::to_string(m.strangers->size()) + " bytes, more than " +
+                                     std::to_string(kStrangersText)};
+}
+
 void bounds(const PairReport& m) {
     if (m.strangers_seen.size() > kStrangersText)
         throw Wrong{"strangers_seen", "is " + std::to_string(m.strangers_seen.size()) + " bytes, more than " +
@@ -370,7 +376,7 @@ MESSAGE(PairCue, tag, peer, peer_addr, peer_port, connect, bytes, iters, budget,
 MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
 MESSAGE(Ready, error, health, fingerprint)
-MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error)
+MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error, strangers)
 MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)

@@ -242,8 +242,13 @@ struct Result {
     std::vector<std::string> transports;
     std::vector<std::vector<double>> pair_seconds;  // GPU pair rounds: per round, per lane
     std::string pair_error;
+    // CPU path: who came to this rank's data port without the step secret
+    // while it waited for its ring (Strangers::brief); none when nobody
+    // did, or from a build before it (protocol 6).
+    std::optional<std::string> strangers;
     auto tie() const {
-        return std::tie(ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error);
+        return std::tie(ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error,
+                        strangers);
     }
 };
 

@@ -51,6 +51,7 @@ static void silent_rank_beats_peer_errors(void**) {
          ev(1, 1, RankState::PeerError, "ring from rank 0 to rank 2: time ran out after 1048576 of 22369624 bytes sent"),
          ev(2, 2, RankState::Silent, "never finished the all-reduce (stuck or stopped)")});
     assert_true(b.timed_out);
+    assert_true(b.culprit == RankState::Silent);
     assert_int_equal(b.silent.size(), 1);
     assert_int_equal(b.silent[0], 2);
     assert_int_equal(b.faults.size(), 1);
@@ -67,10 +68,14 @@ static void peer_errors_alone_name_each(void**) {
     assert_int_equal(b.faults.size(), 2);
     assert_false(b.timed_out);
     assert_true(b.waited_on.empty());
+    // Which evidence named them: the verdict counts a failed link as
+    // disturbed where strangers held the data ports (helper/check/verdict.cc).
+    assert_true(b.culprit == RankState::PeerError);
 }
 
 static void healthy_blames_nobody(void**) {
     const Blame b = assign_blame({ev(0, 0, RankState::Done), ev(1, 1, RankState::Done)});
+    assert_true(b.culprit == RankState::Done);
     assert_true(b.faults.empty());
     assert_true(b.waited_on.empty());
     assert_false(b.timed_out);

@@ -60,6 +60,12 @@ static void messages_travel_as_cbor_and_come_back_whole(void**) {
     assert_true(msg::decode<msg::Result>(msg::encode(r)).value() == r);
     r.passes.reset();
     assert_true(msg::decode<msg::Result>(msg::encode(r)).value() == r);
+    // The strangers at a rank's data port while it waited for its ring.
+    r.strangers = "40 connections from 10.250.0.11 (40 held a connection without a word)";
+    assert_true(msg::decode<msg::Result>(msg::encode(r)).value() == r);
+    r.strangers = std::string(msg::kStrangersText + 1, 'x');
+    assert_false(msg::decode<msg::Result>(msg::encode(r)).ok());
+    r.strangers.reset();
     msg::Ready ready;
     GpuReadings g;
     g.gpu = "GPU0 (0000:19:00.0)";
