@@ -20,9 +20,10 @@
 #   held-port    another user holds the ports squeue's job id gives (steps 0-3)
 # Fault classes (the run must fail naming the node at fault, and nobody else):
 #   slow-2g, slow-500m, slow-20m  the last node's link limited by tc tbf
-#   stopped      the last node's rank SIGSTOPped 1.5 s into a longer check (resumed 10 s later)
-#   killed       the last node's rank SIGKILLed 1.5 s in
-#   rank0-stopped rank 0 SIGSTOPped 1.5 s in: the standby names node0
+#   stopped      the last node's rank SIGSTOPped 1.5 s (+1 s per 8 nodes) into a longer check
+#                (resumed 10 s later)
+#   killed       the last node's rank SIGKILLed at that time
+#   rank0-stopped rank 0 SIGSTOPped at that time: the standby names node0
 # Measured, not claimed: slow-2g. On nodes that share one machine a slow
 # node is named only where its link's round trips show a queue (issue 41);
 # a link at 2 Gbit/s with tbf's 256 kbit burst mostly does not, and the
@@ -105,8 +106,12 @@ step_cmd() {
     local sig=STOP after="sleep 10; kill -CONT \$\$"
     [ "$c" = killed ] && sig=KILL after=":"
     # A longer check (64 MiB, 50 iterations: several seconds), so that the
-    # signal comes in its middle, as test_preflight's do.
-    echo "if [ \$SLURM_PROCID = $target ]; then ( sleep 1.5; kill -$sig \$\$; $after ) & fi; exec $PF --timeout 40 --size 64M --iters 50" ;;
+    # signal comes in its middle, as test_preflight's do: 1.5 s after the
+    # task starts, and 1 s more per 8 nodes (32 tasks starting on 2 cores
+    # reach the rendezvous seconds later; stopped before it, a rank that
+    # resumes in time is only late, and the check rightly passes).
+    local at; at=$(awk -v n="$nodes" 'BEGIN { printf "%.1f", 1.5 + n / 8 }')
+    echo "if [ \$SLURM_PROCID = $target ]; then ( sleep $at; kill -$sig \$\$; $after ) & fi; exec $PF --timeout 40 --size 64M --iters 50" ;;
   *) echo "exec $PF --timeout 20" ;;
   esac
 }
