@@ -360,30 +360,40 @@ struct Churner {
     }
 };
 
+// Rank 2 knocks from 127.0.0.1 while a Churner holds `hold` connections
+// from `source` at a doorway of `cap`: its knock, the doorway's side, and
+// how many connections the flood opened.
+struct ThroughFlood {
+    Outcome<Channel> knocked = Problem{"", ""};
+    Acceptor door;
+    unsigned opened = 0;
+};
+ThroughFlood knock_through_flood(const char* source, std::size_t cap, std::size_t hold, double seconds) {
+    Door d;
+    auto acc = run_doorway(d.listen.get(), kSecret, seconds, 1, true, cap);
+    ThroughFlood t;
+    {
+        Churner flood(source, d.port, hold);
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        t.knocked = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(seconds - 1));
+        t.opened = flood.opened;
+    }
+    t.door = acc.get();
+    if (!t.knocked.ok()) fail_msg("%s", t.knocked.problem().text().c_str());
+    assert_int_equal(t.door.guests.size(), 1);
+    return t;
+}
+
 // A flood from another address: the doorway cuts the flood's own callers
 // and takes the whole backlog each turn, so the rank behind it in the
 // kernel's queue is read as soon as it knocks, and never cut off.
 static void a_flood_from_another_address_never_cuts_a_rank(void**) {
-    Door d;
-    auto acc = run_doorway(d.listen.get(), kSecret, 4, 1, true, 32);
-    Outcome<Channel> c = Problem{"", ""};
-    unsigned opened = 0;
-    {
-        Churner flood("127.0.0.2", d.port, 400);
-        std::this_thread::sleep_for(std::chrono::milliseconds(400));
-        // One try: a rank cut off would knock again; here it never needs to.
-        c = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(2.5),
-                  Deadline::in(2.5));
-        opened = flood.opened;
-    }
-    Acceptor a = acc.get();
-    if (!c.ok()) fail_msg("%s", c.problem().text().c_str());
-    assert_int_equal(a.guests.size(), 1);
-    assert_true(opened > 32);
-    const std::string s = a.strangers.summary();
+    const ThroughFlood t = knock_through_flood("127.0.0.2", 32, 400, 4);
+    assert_true(t.opened > 32);
+    const std::string s = t.door.strangers.summary();
     assert_contains(s, "from 127.0.0.2 (");
     assert_contains(s, "cut off for a newer connection while 32 waited at once");
-    assert_true(s.find("from 127.0.0.1") == std::string::npos);  // the rank's address: nobody cut
+    assert_true(s.find("from 127.0.0.1") == std::string::npos);  // the rank's address: never cut
 }
 
 // The same from the rank's own address (another user on its node): the
@@ -391,21 +401,9 @@ static void a_flood_from_another_address_never_cuts_a_rank(void**) {
 // challenge long before the flood's newer connections push it out (it
 // knocks again if they do).
 static void a_flood_from_the_ranks_address_does_not_hold_it_out(void**) {
-    Door d;
-    auto acc = run_doorway(d.listen.get(), kSecret, 6, 1, true, 64);
-    Outcome<Channel> c = Problem{"", ""};
-    unsigned opened = 0;
-    {
-        Churner flood("127.0.0.1", d.port, 600);
-        std::this_thread::sleep_for(std::chrono::milliseconds(400));
-        c = knock("127.0.0.1", d.port, "control", 2, 0u, hello_of(2), kSecret, Deadline::in(5));
-        opened = flood.opened;
-    }
-    Acceptor a = acc.get();
-    if (!c.ok()) fail_msg("%s", c.problem().text().c_str());
-    assert_int_equal(a.guests.size(), 1);
-    assert_true(opened > 600);  // it reopened what was cut off
-    assert_contains(a.strangers.summary(), "cut off for a newer connection while 64 waited at once");
+    const ThroughFlood t = knock_through_flood("127.0.0.1", 64, 600, 6);
+    assert_true(t.opened > 600);  // it reopened what was cut off
+    assert_contains(t.door.strangers.summary(), "cut off for a newer connection while 64 waited at once");
 }
 
 // The cap follows the open-file limit, within its bounds.
