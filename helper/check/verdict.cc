@@ -87,11 +87,16 @@ void fail_closed(const Step& st, Lead& l) {
         rep.code = kUsage;
         excuse_timeouts(rep);
     }
-    // Strangers at the ring's data ports: a note, and a time-out they were
-    // there for is theirs (a failed link, weigh's).
-    if (const std::string ring = ring_strangers(l); !ring.empty()) {
-        const std::string who = "strangers at the data ports during the all-reduce: " + ring;
-        if (rep.disturbed.empty()) rep.notes.push_back(who);
+    // Strangers at the ring's data ports and at the nodes' doors: a note,
+    // and a time-out they were there for is theirs (a failed link, weigh's).
+    std::string doors;
+    for (const auto& [speaker, seen] : l.hub.door_strangers())
+        doors += (doors.empty() ? "" : "; ") + l.who(speaker) + ": " + seen;
+    for (const std::string& who : {ring_strangers(l).empty() ? "" : "strangers at the data ports during the "
+                                                                    "all-reduce: " + ring_strangers(l),
+                                   doors.empty() ? "" : "strangers at the nodes' doors: " + doors}) {
+        if (who.empty()) continue;
+        if (rep.disturbed != who) rep.notes.push_back(who);
         if (rep.code == kTimeout && rep.disturbed.empty()) rep.disturbed = who;
         excuse_timeouts(rep);
     }

@@ -445,7 +445,7 @@ void Sim::send_now(Rank& r, const msg::FromRank& m) {
 
 void Sim::relay_up(Rank& leader) {
     if (leader.up.empty() || leader.fd < 0) return;
-    send(leader, msg::Relayed{std::move(leader.up)});
+    send(leader, msg::Relayed{std::move(leader.up), std::nullopt});
     leader.up.clear();
 }
 

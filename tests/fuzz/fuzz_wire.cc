@@ -310,11 +310,16 @@ void built_liveness(Source& s) {
     for (int n = s.byte() % 4; n > 0; --n)
         up.parts.push_back({static_cast<uint32_t>(s.bits(32)), static_cast<msg::Carried::What>(s.byte() % 3),
                             {n % 2 ? msg::encode(hello_from(s)) : s.text()}, s.text(), s.flag()});
+    if (s.flag()) {
+        std::string seen = s.text();
+        if (seen.size() > msg::kStrangersText) seen.resize(msg::kStrangersText);
+        up.door_strangers = seen;
+    }
     round_trip(up, "Relayed");
     FUZZ_CHECK(!msg::decode_from_rank(msg::encode(down)), "a rank never sends a relay");
     FUZZ_CHECK(!msg::decode_from_lead(msg::encode(up)), "rank 0 never sends what a leader relays up");
     // A word out of Carried::What's set ("said" as "sail") does not decode.
-    std::string odd = msg::encode(msg::Relayed{{{1, msg::Carried::What::Said, {}, "", false}}});
+    std::string odd = msg::encode(msg::Relayed{{{1, msg::Carried::What::Said, {}, "", false}}, std::nullopt});
     const std::size_t said = odd.find("said");
     FUZZ_CHECK(said != std::string::npos, "a carried part's word travels as text");
     odd.replace(said, 4, "sail");

@@ -24,6 +24,7 @@ struct Hub::State {
     bool stop = false;
     uint64_t settle_asked = 0, settled = 0;
     std::vector<uint32_t> standbys;  // the roster's: who may give a verdict in rank 0's place
+    std::map<uint32_t, std::string> door_strangers;  // a speaker's rank -> the strangers at its node's door
     wire::Mux mux;  // the thread's alone, but for wake()
 };
 
@@ -66,6 +67,10 @@ std::atomic<uint64_t> g_by_kind[kKinds];
 // judge; a hello goes on as it came, decoded there once.
 void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, uint32_t speaker,
                   const msg::Relayed& rel) {
+    if (rel.door_strangers) {
+        std::lock_guard<std::mutex> g(s.mu);
+        s.door_strangers[speaker] = *rel.door_strangers;
+    }
     // Queued together: one wake-up of rank 0's phase for the lot.
     std::vector<Heard> heard;
     heard.reserve(rel.parts.size());
@@ -242,6 +247,12 @@ void Hub::add(uint32_t rank, Line* line) {
     std::lock_guard<std::mutex> g(st_->mu);
     st_->arrived.push_back({rank, line});
     st_->mux.wake();
+}
+
+std::map<uint32_t, std::string> Hub::door_strangers() const {
+    if (!st_) return {};
+    std::lock_guard<std::mutex> g(st_->mu);
+    return st_->door_strangers;
 }
 
 void Hub::standbys(std::vector<uint32_t> ranks) {

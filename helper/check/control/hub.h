@@ -47,6 +47,9 @@ public:
     void stage(msg::Stage s);             // what rank 0's heartbeats say
     // The roster's standbys: a Superseded is taken only as one of theirs.
     void standbys(std::vector<uint32_t> ranks);
+    // What each node's speaker said of the strangers at its door (by the
+    // speaker's rank; Relayed::door_strangers, the latest).
+    std::map<uint32_t, std::string> door_strangers() const;
     std::optional<Heard> next(const Deadline& d);
     // Returns once the hub has read what the ranks sent so far (a
     // Superseded among it ends the process first): before a verdict.

@@ -193,6 +193,12 @@ void bounds(const Plan& m) {
     within("first_rank", m.first_rank, 0, kIntMax);
 }
 void bounds(const PairCue& m) { within("iters", m.iters, 0, kIntMax); }
+void bounds(const Relayed& m) {
+    if (m.door_strangers && m.door_strangers->size() > kStrangersText)
+        throw Wrong{"door_strangers", "is " + std::to_string(m.door_strangers->size()) + " bytes, more than " +
+                                          std::to_string(kStrangersText)};
+}
+
 void bounds(const Result& m) {
     if (m.strangers && m.strangers->size() > kStrangersText)
         throw Wrong{"strangers", "is " + std::to_string(m.strangers->size()) + " bytes, more than " +
@@ -384,7 +390,7 @@ MESSAGE(TakeoverReport, hello)
 FIELDS(RelayPart, to, body)
 MESSAGE(Relay, parts)
 FIELDS(Carried, rank, what, body, error, silent)
-MESSAGE(Relayed, parts)
+MESSAGE(Relayed, parts, door_strangers)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

@@ -345,7 +345,11 @@ struct Carried {
 };
 struct Relayed {
     std::vector<Carried> parts;
-    auto tie() const { return std::tie(parts); }
+    // Who came to the speaker's node door without the step secret, so far
+    // (Strangers::brief), said when it grew; none from a build before it
+    // (protocol 6).
+    std::optional<std::string> door_strangers;
+    auto tie() const { return std::tie(parts, door_strangers); }
 };
 
 // What comes on the control connection after the hello.

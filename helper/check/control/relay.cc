@@ -52,6 +52,7 @@ void NodeDoor::close() {
     for (const auto& u : door_->unwanted())
         std::fprintf(stderr, "mn-preflight: %s rank %u: refused %s at its node's door (a second connection)\n",
                      self_.label.c_str(), self_.rank, u.c_str());
+    closed_ = door_->strangers();
     door_.reset();
     listen_ = Fd();
 }
@@ -117,6 +118,13 @@ void NodeRelay::serve(const wire::Mux& mux, Line& up, msg::Stage stage, bool qui
     }
     up.send_batched<msg::Relayed>(up_, Deadline::in(1),
                                   [](const msg::Carried& c) { return c.body.bytes.size() + c.error.size() + 32; });
+    // Strangers at the door, once more came: rank 0 counts them against a
+    // time-out (fail_closed), never against this node.
+    if (door_ && door_->strangers().total > strangers_said_) {
+        msg::Relayed r;
+        r.door_strangers = door_->strangers().brief();
+        if (up.send(r, Deadline::in(1))) strangers_said_ = door_->strangers().total;
+    }
 }
 
 void NodeRelay::tell_all(const msg::Word& w) {

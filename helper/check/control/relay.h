@@ -46,11 +46,14 @@ public:
     // closes, strangers still waiting counted; their summary to stderr.
     void close();
     std::size_t came() const { return seen_.size(); }
+    // Who came without the step secret, so far (kept once it closed).
+    const Strangers& strangers() const { return door_ ? door_->strangers() : closed_; }
 
 private:
     Fd listen_;
     Self self_;
     std::unique_ptr<Doorway> door_;
+    Strangers closed_;
     std::set<uint32_t> seen_;
     std::vector<Guest> held_;
 };
@@ -85,6 +88,7 @@ private:
     std::map<uint32_t, std::unique_ptr<Line>> lines_;
     std::map<uint32_t, double> heard_;
     std::vector<msg::Carried> up_;
+    unsigned strangers_said_ = 0;  // the door's strangers rank 0 was told of
     double next_beat_ = 0;
 };
 

@@ -18,12 +18,14 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -104,7 +106,10 @@ void a_rank_without_open_files_says_so(void**) {
 #endif
     const Ran r = run(rank_env(0, 39911) + "prlimit --nofile=5 '" + bin("MN_PREFLIGHT") + "' --cpu --timeout 3");
     assert_int_equal(r.code, 1);
-    assert_contains(r.out, "mn-preflight: rank 0 on node3: ");
+    // Whichever comes first: the control thread's epoll instance, or the
+    // main thread's MASTER_PORT (the two run at once).
+    if (r.out.find("mn-preflight: rank 0 on node3: ") == std::string::npos)
+        assert_contains(r.out, "mn-preflight: node3 rank 0: rank 0 could not listen on MASTER_PORT: ");
     assert_contains(r.out, "Too many open files");
     assert_contains(r.out, "raise ulimit -n");
 }
@@ -190,18 +195,19 @@ struct StepRun {
     std::vector<int> codes;
 };
 
-StepRun run_step(int nodes, int per, int port, const std::string& env) {
+// skip: a rank that never starts (-1: none).
+StepRun run_step(int nodes, int per, int port, const std::string& env, int skip = -1) {
     const std::string dir = scratch_dir("gather");
     const int world = nodes * per;
     std::string script = "cd " + dir + "; for r in $(seq 0 " + std::to_string(world - 1) +
-                         "); do env -i PATH=/usr/bin:/bin SLURM_PROCID=$r SLURM_NTASKS=" + std::to_string(world) +
+                         "); do [ $r = " + std::to_string(skip) + " ] && continue; env -i PATH=/usr/bin:/bin SLURM_PROCID=$r SLURM_NTASKS=" + std::to_string(world) +
                          " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
                          " MN_NCCL_STEP_SECRET=0123456789abcdef NODE_RANK=$((r / " + std::to_string(per) +
                          ")) LOCAL_RANK=$((r % " + std::to_string(per) + ")) LOCAL_WORLD_SIZE=" + std::to_string(per) +
                          " NCCL_HOSTID=node$((r / " + std::to_string(per) + ")) MN_PREFLIGHT_GATHER_ABOVE=0 " + env +
                          " '" + bin("MN_PREFLIGHT") + "' --cpu --json --timeout 20 >out.$r 2>err.$r & echo $! >pid.$r; "
-                         "done; for r in $(seq 0 " + std::to_string(world - 1) +
-                         "); do wait $(cat pid.$r); echo $?; done";
+                         "done; for r in $(seq 0 " + std::to_string(world - 1) + "); do [ $r = " +
+                         std::to_string(skip) + " ] && { echo 0; continue; }; wait $(cat pid.$r); echo $?; done";
     std::ofstream(dir + "/run.sh") << script << "\n";
     const Ran r = run("bash '" + dir + "/run.sh'");
     StepRun out;
@@ -269,6 +275,45 @@ void a_held_node_door_only_delays(void**) {
     for (int c : s.codes) assert_int_equal(c, 0);
 }
 
+// Another user holds connections at node 1's door (it read the name in
+// /proc/net/unix) while rank 5, behind it, never comes: the rendezvous runs
+// out of time, and the strangers its leader saw there make it disturbed,
+// no node's time-out.
+void strangers_at_a_node_door_disturb_its_time_out(void**) {
+    if (!hooks_built(bin("MN_PREFLIGHT"))) skip();
+    const int port = 39925;
+    const Mac m = hmac_sha256("0123456789abcdef", "node door\n" + std::to_string(port) + "\n1");
+    const std::string name = "mn-preflight-node-" + to_hex(m.data(), 16);
+    std::atomic<bool> stop{false};
+    std::atomic<int> held{0};
+    std::thread stranger([&] {
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        std::memcpy(sa.sun_path + 1, name.data(), name.size());
+        const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+        std::vector<wire::Fd> fds;
+        while (!stop) {
+            if (fds.size() < 30) {
+                wire::Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+                if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+                    fds.push_back(std::move(fd));
+                    held = static_cast<int>(fds.size());
+                    continue;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    const StepRun s = run_step(3, 3, port, "", 5);
+    stop = true;
+    stranger.join();
+    assert_true(held > 0);
+    assert_contains(s.json, "\"verdict\":\"FAIL\"");
+    assert_contains(s.json, "\"disturbed\":\"strangers at the nodes' doors: ");
+    assert_contains(s.json, "connections from local uid ");
+    assert_lacks(s.json, "\"kind\":\"timeout\"");
+}
+
 }  // namespace
 
 int main() {
@@ -282,6 +327,7 @@ int main() {
         cmocka_unit_test(simulated_ranks_gather_at_their_leaders),
         cmocka_unit_test(real_ranks_gather_at_their_leaders),
         cmocka_unit_test(a_held_node_door_only_delays),
+        cmocka_unit_test(strangers_at_a_node_door_disturb_its_time_out),
     };
     return cmocka_run_group_tests_name("control_plane", tests, nullptr, nullptr);
 }

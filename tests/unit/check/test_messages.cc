@@ -190,7 +190,8 @@ static void a_leader_carries_nested_messages_whole(void**) {
     assert_str(std::get<msg::Relay>(back.value()).parts[1].body.bytes, odd);
     assert_true(msg::decode_from_lead(std::get<msg::Relay>(back.value()).parts[0].body.bytes).ok());
     const msg::Relayed up{{{9, msg::Carried::What::Hello, {msg::encode(a_hello())}, "", false},
-                           {10, msg::Carried::What::Gone, {}, "nothing heard from it for 3 s", true}}};
+                           {10, msg::Carried::What::Gone, {}, "nothing heard from it for 3 s", true}},
+                          "12 connections from local uid 65534 (12 sent nothing in time)"};
     auto up_back = msg::decode_from_rank(msg::encode(msg::FromRank(up)));
     assert_true(up_back && std::get<msg::Relayed>(up_back.value()) == up);
     assert_true(msg::decode<msg::Hello>(std::get<msg::Relayed>(up_back.value()).parts[0].body.bytes).value() ==
