@@ -215,7 +215,7 @@ echo "integration: $(($(date +%s) - start)) s on Slurm $(slurm_release)"
 # beside). MN_TEST_CAMPAIGN=0 skips it.
 if [ $here_only = 0 ] && [ "${MN_TEST_CAMPAIGN:-1}" != 0 ]; then
   part "campaign sample (scripts/bench/bench-accuracy.sh 1 1)"
-  MN_BENCH_CASES="quiet churn dataflood held-port slow-20m stopped killed rank0-stopped" \
+  MN_BENCH_CASES="quiet churn dataflood held-port slow-20m stopped killed rank0-stopped skew" \
     MN_BENCH_KEEP=/tmp/mn-accuracy-misses bash scripts/bench/bench-accuracy.sh 1 1 2>&1 | tee /tmp/mn-accuracy.log
   tally campaign /tmp/mn-accuracy.log
 fi

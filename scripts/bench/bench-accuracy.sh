@@ -24,6 +24,8 @@
 #                (resumed 10 s later)
 #   killed       the last node's rank SIGKILLed at that time
 #   rank0-stopped rank 0 SIGSTOPped at that time: the standby names node0
+#   skew         software skew: the last node's torch was built with NCCL 2.21.5,
+#                the others' with 2.27.3 (MN_PREFLIGHT_TORCH_NCCL, as a launcher says)
 # Measured, not claimed: slow-2g. On nodes that share one machine a slow
 # node is named only where its link's round trips show a queue (issue 41);
 # a link at 2 Gbit/s with tbf's 256 kbit burst mostly does not, and the
@@ -50,7 +52,7 @@ PF=$top/helper/mn-preflight
 KEEP=${MN_BENCH_KEEP:-/tmp/mn-bench-accuracy-misses}
 mkdir -p "$KEEP"
 healthy_cases="quiet starved-one starved-all churn dataflood held-port"
-fault_cases="slow-2g slow-500m slow-20m stopped killed rank0-stopped"
+fault_cases="slow-2g slow-500m slow-20m stopped killed rank0-stopped skew"
 unclaimed="slow-2g"
 cases=${MN_BENCH_CASES:-$healthy_cases $fault_cases}
 
@@ -112,6 +114,7 @@ step_cmd() {
     # resumes in time is only late, and the check rightly passes).
     local at; at=$(awk -v n="$nodes" 'BEGIN { printf "%.1f", 1.5 + n / 8 }')
     echo "if [ \$SLURM_PROCID = $target ]; then ( sleep $at; kill -$sig \$\$; $after ) & fi; exec $PF --timeout 40 --size 64M --iters 50" ;;
+  skew) echo "if [ \$SLURM_NODEID = $last ]; then export MN_PREFLIGHT_TORCH_NCCL=2.21.5; else export MN_PREFLIGHT_TORCH_NCCL=2.27.3; fi; exec $PF --timeout 20" ;;
   *) echo "exec $PF --timeout 20" ;;
   esac
 }
