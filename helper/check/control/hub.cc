@@ -38,7 +38,6 @@ struct HubView {
     std::vector<uint32_t> standbys;
 };
 
-
 // What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
 enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kRelayed, kBeatOut, kKinds };
 const char* const kKindName[kKinds] = {"Beat",    "Superseded", "Ready", "Result", "PairReport", "GpuRetestReport",
@@ -59,6 +58,21 @@ std::atomic<uint64_t> g_by_kind[kKinds];
     std::fflush(stdout);
     std::fflush(stderr);
     _exit(sup->code);
+}
+
+// A rank's decoded word into h: a Superseded from a standby of the roster
+// ends this process here (superseded); one that is not taken, and words
+// that do not decode, are the rank's garbled words.
+void take_word(Heard& h, Outcome<msg::FromRank>& m, const HubView& w, const Self& self, bool json) {
+    const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
+    const std::string refused = sup ? msg::superseded_refusal(*sup, w.standbys) : "";
+    if (sup && refused.empty()) superseded(self, json, sup);
+    if (m && refused.empty()) {
+        h.msg = std::move(m.value());
+        return;
+    }
+    h.gone = Gone::Garbled;
+    h.error = m ? refused : m.problem().text();
 }
 
 // What a speaker said for its node's ranks, unpacked: each part that
@@ -89,18 +103,7 @@ void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, 
             if (m) g_by_kind[m.value().index()].fetch_add(1, std::memory_order_relaxed);
             if (m && (std::holds_alternative<msg::Beat>(m.value()) || std::holds_alternative<msg::Relayed>(m.value())))
                 continue;
-            const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
-            const std::string refused = sup ? msg::superseded_refusal(*sup, w.standbys) : "";
-            if (sup && refused.empty()) superseded(self, json, sup);
-            if (m && refused.empty()) {
-                h.msg = std::move(m.value());
-            } else if (m) {
-                h.gone = Gone::Garbled;
-                h.error = refused;
-            } else {
-                h.gone = Gone::Garbled;
-                h.error = m.problem().text();
-            }
+            take_word(h, m, w, self, json);
             break;
         }
         }
@@ -132,19 +135,8 @@ void take_event(Hub::State& s, HubView& w, const Self& self, bool json, const wi
             take_relayed(s, w, self, json, r, *rel);
             return;
         }
-        const auto* sup = m ? std::get_if<msg::Superseded>(&m.value()) : nullptr;
-        const std::string refused = sup ? msg::superseded_refusal(*sup, w.standbys) : "";
-        if (sup && refused.empty()) superseded(self, json, sup);
-        if (m && refused.empty()) {
-            w.heard[r] = now_s();
-            h.msg = std::move(m.value());
-        } else if (m) {
-            h.gone = Gone::Garbled;
-            h.error = refused;
-        } else {
-            h.gone = Gone::Garbled;
-            h.error = m.problem().text();
-        }
+        take_word(h, m, w, self, json);
+        if (h.msg) w.heard[r] = now_s();
     } else {
         h.error = e.error;
     }
