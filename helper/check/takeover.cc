@@ -64,7 +64,11 @@ void take_reports(const Standin& me, Lead& l, std::vector<bool>& have) {
             ++count;
         }
     }
-    if (const std::string s = door.strangers().summary(); !s.empty()) say(me, "strangers at its standby port: " + s);
+    // In the verdict too: ranks that did not report may have met them.
+    if (const std::string s = door.strangers().brief(); !s.empty()) {
+        say(me, "strangers at its standby port: " + s);
+        l.rep.notes.push_back("strangers at rank " + std::to_string(me.self.rank) + "'s standby port: " + s);
+    }
 }
 
 // The verdict in rank 0's place: rank 0's node is at fault, every rank
