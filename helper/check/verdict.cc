@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <vector>
 #include <unistd.h>
 
 #include "helper/check/lead.h"
@@ -36,11 +37,12 @@ void weigh(const Step& st, Lead& l) {
     PreflightReport& rep = l.rep;
     if (!l.evidence.empty()) {
         const Blame b = assign_blame(l.evidence);
-        const bool jammed = b.culprit == RankState::PeerError && !ring_strangers(l).empty();
+        const std::string ring = ring_strangers(l);
+        const bool jammed = b.culprit == RankState::PeerError && !ring.empty();
         for (const auto& [node, why] : b.faults)
             for (const auto& w : why)
                 rep.nodes[node].problems.push_back({jammed ? VerdictKind::Disturbed : VerdictKind::Fault, w});
-        if (jammed) rep.disturbed = "strangers at the data ports during the all-reduce: " + ring_strangers(l);
+        if (jammed) rep.disturbed = "strangers at the data ports during the all-reduce: " + ring;
         for (const auto& [node, on] : b.waited_on)
             for (uint32_t c : on) rep.nodes[node].waited_on.push_back(rep.nodes[c].host);
         for (const auto& [rank, text] : b.notes) rep.notes.push_back(l.who(rank) + ": " + text);
@@ -92,10 +94,11 @@ void fail_closed(const Step& st, Lead& l) {
     std::string doors;
     for (const auto& [speaker, seen] : l.hub.door_strangers())
         doors += (doors.empty() ? "" : "; ") + l.who(speaker) + ": " + seen;
-    for (const std::string& who : {ring_strangers(l).empty() ? "" : "strangers at the data ports during the "
-                                                                    "all-reduce: " + ring_strangers(l),
-                                   doors.empty() ? "" : "strangers at the nodes' doors: " + doors}) {
-        if (who.empty()) continue;
+    const std::string ring = ring_strangers(l);
+    std::vector<std::string> seen_at;
+    if (!ring.empty()) seen_at.push_back("strangers at the data ports during the all-reduce: " + ring);
+    if (!doors.empty()) seen_at.push_back("strangers at the nodes' doors: " + doors);
+    for (const std::string& who : seen_at) {
         if (rep.disturbed != who) rep.notes.push_back(who);
         if (rep.code == kTimeout && rep.disturbed.empty()) rep.disturbed = who;
         excuse_timeouts(rep);

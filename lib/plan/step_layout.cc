@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "lib/plan/step_layout.h"
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
 
 namespace mn {
@@ -87,14 +89,10 @@ uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id, uint
 }
 
 uint32_t port_salt(const std::string& secret) {
+    const char* end = secret.data() + std::min<std::size_t>(secret.size(), 8);
     uint32_t salt = 0;
-    for (std::size_t i = 0; i < 8 && i < secret.size(); ++i) {
-        const char c = secret[i];
-        const int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (v < 0) return 0;
-        salt = salt << 4 | static_cast<uint32_t>(v);
-    }
-    return salt;
+    const auto [at, err] = std::from_chars(secret.data(), end, salt, 16);
+    return err == std::errc() && at == end ? salt : 0;
 }
 
 std::string rdzv_id(uint32_t job_id, uint32_t step_id) {
