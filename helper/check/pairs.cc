@@ -18,7 +18,9 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 
 #include "helper/check/lead.h"
 #include "helper/check/ring.h"
@@ -31,30 +33,44 @@ namespace {
 
 // The strangers at this rank's data port during a pair test, into its
 // report (and a line on stderr): those its doorway met where it accepted,
-// and those waiting in its backlog at the end (held there while it
-// connected to its peer, or opened again during the test).
-void count_strangers(msg::PairReport& r, Strangers seen, const Step& st) {
-    seen.merge(take_waiting(st.data_listen.get()));
+// and, unless the test ran on a fresh port (counted where it closed),
+// those waiting in its data port's backlog at the end (held there while
+// it connected to its peer, or opened again during the test).
+void count_strangers(msg::PairReport& r, Strangers seen, const Step& st, bool fresh) {
+    if (!fresh) seen.merge(take_waiting(st.data_listen.get()));
     if (seen.total == 0) return;
     r.strangers = seen.total;
     r.strangers_seen = seen.brief();
-    std::fprintf(stderr, "mn-preflight: %s rank %u: strangers at its data port during %s: %s\n", st.self.label.c_str(),
-                 st.self.rank, r.tag.c_str(), r.strangers_seen.c_str());
+    std::fprintf(stderr, "mn-preflight: %s rank %u: strangers at its %s during %s: %s\n", st.self.label.c_str(),
+                 st.self.rank, fresh ? "fresh port" : "data port", r.tag.c_str(), r.strangers_seen.c_str());
 }
 
+// A port for one retest (PairCue's fresh_port), where this rank listens
+// for its data port; `port` is set to it.
+Outcome<Fd> open_fresh_port(const Step& st, uint16_t& port) { return wire::listen_tcp(st.bind_addr, 0, &port); }
+
 // One side of a pair test (CPU path): a two-member ring all-reduce with the
-// peer rank 0 named, inside the cue's budget.
-msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
+// peer rank 0 named, inside the cue's budget. The accepting side of a
+// retest on a fresh port accepts on `fresh` (open_fresh_port) and closes
+// it once its peer came: the timed test runs with no port of it open to
+// strangers, who are refused from then on.
+msg::PairReport run_pair(const msg::PairCue& q, const Step& st, Fd fresh = {}) {
     set_phase("pair test " + q.tag);
+    const bool on_fresh = q.fresh_port.value_or(false);
     const Deadline pd = Deadline::in(std::min(st.work_end.left(), q.budget));
     Strangers seen;
+    const int listen_fd = on_fresh ? fresh.get() : st.data_listen.get();
     Outcome<Fd> fd = q.connect ? data_connect(q.peer_addr, q.peer_port, q.tag, st.self, pd)
-                               : data_accept(st.data_listen.get(), q.tag, q.peer, st.self, pd, &seen);
+                               : data_accept(listen_fd, q.tag, q.peer, st.self, pd, &seen);
+    if (on_fresh && !q.connect) {
+        seen.merge(take_waiting(listen_fd));
+        fresh = Fd{};
+    }
     msg::PairReport r;
     r.tag = q.tag;
     if (!fd) {
         r.error = fd.problem().text();
-        count_strangers(r, seen, st);
+        count_strangers(r, seen, st, on_fresh);
         return r;
     }
     const uint32_t pos = q.connect ? 0 : 1;
@@ -78,7 +94,7 @@ msg::PairReport run_pair(const msg::PairCue& q, const Step& st) {
     // slow link slows them all.
     r.seconds = t.median_pass > 0 ? t.median_pass : t.seconds;
     r.error = t.ok ? (t.correct ? "" : t.error) : t.error;
-    count_strangers(r, seen, st);
+    count_strangers(r, seen, st, on_fresh);
     return r;
 }
 
@@ -102,6 +118,11 @@ void larger(std::map<std::string, std::optional<T>>& m, const std::string& tag, 
 struct Round {
     std::map<uint32_t, std::string> expect;     // rank -> tag
     std::optional<msg::PairCue> own;            // rank 0's part
+    // Retests on fresh ports: the connecting sides' cues, sent (or, rank
+    // 0's, started) once their peer said the port it opened; by tag.
+    std::map<std::string, std::pair<uint32_t, msg::PairCue>> held;
+    std::shared_ptr<Fd> own_fresh;              // the port rank 0 opened for its accepting side
+    std::set<std::string> fresh;                // the tags that run on fresh ports
     std::map<std::string, std::vector<std::string>> errors;
     std::map<std::string, double> slowest;
     std::map<std::string, unsigned> strangers;      // at either side's data port
@@ -131,16 +152,34 @@ std::string pair_tag(const std::string& kind, std::size_t round, std::size_t pai
     return kind + ":" + std::to_string(round) + ":" + std::to_string(pair);
 }
 
+// Starts rank 0's side of a pair test on a thread.
+void start_own(Step& st, Lead& l, const msg::PairCue& cue, std::shared_ptr<Fd> fresh) {
+    l.own_pair = on_thread<msg::PairReport>([cue, fresh, &st] { return run_pair(cue, st, std::move(*fresh)); });
+}
+
 // Cues both sides of each pair of a round (node representatives: their
-// lowest rank); rank 0's own side is kept for it to run.
+// lowest rank); rank 0's own side is kept for it to run. A retest runs on
+// a port its accepting side opens for it (PairCue's fresh_port) where that
+// side's build can: its connecting side is cued once the port is known.
 Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& kind, std::size_t k, double budget) {
     Round round;
     for (std::size_t q = 0; q < pairs.size(); ++q) {
         const uint32_t a = l.rep.nodes[pairs[q].first].ranks.front(), b = l.rep.nodes[pairs[q].second].ranks.front();
-        for (int side = 0; side < 2; ++side) {
+        const std::string tag = pair_tag(kind, k, q);
+        bool fresh = kind == "retest" && l.members[b].hello.fresh_ports.value_or(false);
+        uint16_t own_port = 0;
+        if (fresh && b == 0) {
+            // Rank 0 accepts: its port is known now. One it cannot open
+            // leaves the retest on its data port.
+            auto opened = open_fresh_port(st, own_port);
+            if (opened) round.own_fresh = std::make_shared<Fd>(std::move(opened.value()));
+            else fresh = false;
+        }
+        if (fresh) round.fresh.insert(tag);
+        for (int side = 1; side >= 0; --side) {  // the accepting side first
             const uint32_t me = side == 0 ? a : b, peer = side == 0 ? b : a;
             msg::PairCue m;
-            m.tag = pair_tag(kind, k, q);
+            m.tag = tag;
             m.peer = peer;
             m.peer_addr = l.members[peer].hello.data_addr;
             m.peer_port = l.members[peer].hello.data_port;
@@ -149,15 +188,27 @@ Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& ki
             m.iters = 5;
             m.budget = budget;
             m.time_bound = st.budget.pair;
-            if (me == 0) {
-                round.own = m;
-            } else {
-                l.tell(me, m, st.end);
-                round.expect[me] = m.tag;
-            }
+            if (fresh) m.fresh_port = true;
+            if (fresh && m.connect && peer == 0) m.peer_port = own_port;
+            if (me != 0) round.expect[me] = tag;
+            if (me == 0) round.own = m;
+            if (fresh && m.connect && peer != 0) round.held[tag] = {me, m};
+            else if (me != 0) l.tell(me, m, st.end);
         }
     }
     return round;
+}
+
+// The accepting side of `tag` opened `port`: its connecting side is cued
+// (rank 0's own started).
+void cue_held(Step& st, Lead& l, Round& round, const std::string& tag, uint16_t port) {
+    const auto it = round.held.find(tag);
+    if (it == round.held.end()) return;
+    auto [rank, cue] = it->second;
+    round.held.erase(it);
+    cue.peer_port = port;
+    if (rank == 0) start_own(st, l, cue, std::make_shared<Fd>());
+    else l.tell(rank, cue, st.end);
 }
 
 // Every cued rank's report and rank 0's own side (on a thread), or why
@@ -165,17 +216,27 @@ Round cue_round(Step& st, Lead& l, const NodePairs& pairs, const std::string& ki
 // end there, the others stopped by it).
 bool await_round(Step& st, Lead& l, Round& round, double budget) {
     std::vector<bool> waiting(st.self.world, false);
-    waiting[0] = round.own && l.own_pair.valid();  // not a late one of an earlier round
+    // Rank 0's side: started, or held for its peer's port (not a late one
+    // of an earlier round).
+    const bool own_held = round.own && round.held.count(round.own->tag) && round.held.at(round.own->tag).first == 0;
+    waiting[0] = round.own && (l.own_pair.valid() || own_held);
     for (const auto& [r, tag] : round.expect) waiting[r] = true;
     auto take = [&](uint32_t r, const msg::PairReport& m) {
         if (r != 0 && round.expect.at(r) != m.tag) return Reply::Ignored;
+        if (m.listening) {  // not its report yet: the port its peer is to meet it on
+            cue_held(st, l, round, m.tag, *m.listening);
+            return Reply::Ignored;
+        }
         round.take(m, l.rep.nodes[l.members[r].node_index].host);
         return Reply::Taken;
     };
     const Deadline wait = Deadline::in(std::min(st.end.left(), budget + 2));
     if (!l.await_replies(waiting, l.own_pair, wait, take)) return false;
     for (const auto& [r, tag] : round.expect)
-        if (waiting[r]) round.errors[tag].push_back("rank " + std::to_string(r) + " did not report");
+        if (waiting[r])
+            round.errors[tag].push_back("rank " + std::to_string(r) +
+                                        (round.held.count(tag) ? " was never cued: its peer never said the port it opened"
+                                                               : " did not report"));
     if (waiting[0]) round.errors[round.own->tag].push_back("rank 0's side did not finish");
     return true;
 }
@@ -190,7 +251,8 @@ bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const s
         const double budget = std::max(1.0, st.work_end.left() / double(rounds.size() - k + reserve));
         set_phase(kind + " round " + std::to_string(k + 1) + " of " + std::to_string(rounds.size()));
         Round round = cue_round(st, l, rounds[k], kind, k, budget);
-        if (round.own) l.own_pair = on_thread<msg::PairReport>([cue = *round.own, &st] { return run_pair(cue, st); });
+        if (round.own && !round.held.count(round.own->tag))
+            start_own(st, l, *round.own, round.own_fresh ? round.own_fresh : std::make_shared<Fd>());
         if (!await_round(st, l, round, budget)) return false;
         for (std::size_t q = 0; q < rounds[k].size(); ++q) {
             const std::string tag = pair_tag(kind, k, q);
@@ -204,6 +266,7 @@ bool run_rounds(Step& st, Lead& l, const std::vector<NodePairs>& rounds, const s
             pr.cpu_wait = round.cpu_wait[tag];
             pr.retrans = round.retrans[tag];
             pr.rtt_ms = round.rtt_ms[tag];
+            pr.fresh_port = round.fresh.count(tag) > 0;
             out.push_back(pr);
         }
         // A long check (slow links, many rounds) shows it is moving.
@@ -503,7 +566,20 @@ void lead_pairs(Step& st, Lead& l) {
 int serve_pairs(Step& st, Follower& f) {
     return f.until_word(st.self, st.end, "waiting for rank 0", "lost rank 0", [&](const msg::FromLead& m) {
         if (const auto* g = std::get_if<msg::GpuRetest>(&m)) return f.ctl.send(run_gpu_retest(*g, st), st.end);
-        if (const auto* q = std::get_if<msg::PairCue>(&m)) return f.ctl.send(run_pair(*q, st), st.end);
+        if (const auto* q = std::get_if<msg::PairCue>(&m)) {
+            if (q->connect || !q->fresh_port.value_or(false)) return f.ctl.send(run_pair(*q, st), st.end);
+            // A retest on a fresh port: open it, say it, then meet the peer there.
+            msg::PairReport said;
+            said.tag = q->tag;
+            uint16_t port = 0;
+            auto fresh = open_fresh_port(st, port);
+            if (!fresh) {
+                said.error = fresh.problem().text();
+                return f.ctl.send(said, st.end);
+            }
+            said.listening = port;
+            return f.ctl.send(said, st.end) && f.ctl.send(run_pair(*q, st, std::move(fresh.value())), st.end);
+        }
         return true;
     });
 }

@@ -284,6 +284,7 @@ void fill_hello(Step& st, uint16_t standby_port) {
     h.ifname = st.ifname;
     h.problems = st.home_problems;
     h.machine = boot_id();
+    h.fresh_ports = true;
 }
 
 }  // namespace

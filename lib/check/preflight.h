@@ -102,6 +102,10 @@ struct PairResult {
     // say. A throttled or lossy link shows here; the scheduler does not.
     std::optional<uint32_t> retrans;
     std::optional<double> rtt_ms;
+    // A retest on a port its accepting side opened for it and closed once
+    // its peer came: its timed test ran with no port of it open to
+    // strangers (lib/check/retest.h).
+    bool fresh_port = false;
 };
 
 // A pair test between two GPUs of one node (NVLink or PCIe between them).

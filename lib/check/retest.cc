@@ -291,6 +291,15 @@ std::string strangers_in(const std::vector<const PairResult*>& among, const std:
 std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<PairResult>& pairs,
                                               const std::vector<PairResult>& retests, std::optional<double> floor,
                                               const std::vector<std::string>& hosts) {
+    // Retests on fresh ports are judged as they ran: no stranger could
+    // reach their timed test.
+    bool retried = false, all_fresh = true;
+    for (const auto& t : retests)
+        if (t.a == x) {
+            retried = true;
+            all_fresh = all_fresh && t.fresh_port;
+        }
+    if (retried && all_fresh) return std::nullopt;
     std::vector<const PairResult*> evidence;
     std::vector<double> others;
     for (const auto& p : pairs) {

@@ -92,10 +92,20 @@ std::vector<RetestVerdict> judge_retests(const RetestPlan& plan, const std::vect
 // node's data port (PairResult.strangers), it is not named, nor a failure
 // in its history, and a note says so. A node whose pairs and retests saw
 // none is named as ever: a stranger cannot hide a node it did not touch.
+//
+// Nor one it did touch: its retests run on a port the partner opens for
+// each (PairResult.fresh_port) and closes once the suspect came, so the
+// timed test runs with no port of it open to strangers (the suspect's own
+// data port is not used). A suspect whose retests all ran so is judged on
+// them as any other: slow there, it is named; fast, cleared. Only one
+// retested on its data port (a partner of a build before fresh ports)
+// keeps the rule above. Strangers that find a fresh port before the
+// suspect comes are counted and noted, not judged: they are gone before
+// the test.
 
 // The note for slow node x (without its host: judge() puts it first) when
 // any of its first pairs or of its retests (.a == x) saw strangers; none
-// when none did. `floor`: --min-busbw, what it was judged against.
+// when none did, or when every retest of x ran on a fresh port. `floor`: --min-busbw, what it was judged against.
 std::optional<std::string> disturbed_slowness(uint32_t x, const std::vector<PairResult>& pairs,
                                               const std::vector<PairResult>& retests, std::optional<double> floor,
                                               const std::vector<std::string>& hosts);

@@ -203,6 +203,7 @@ msg::Hello hello_from(Source& s) {
     h.ifname = s.text();
     h.problems = s.texts();
     if (s.flag()) h.machine = s.text();
+    if (s.flag()) h.fresh_ports = s.flag();
     return h;
 }
 
@@ -345,7 +346,8 @@ void built_messages(const std::string& bytes) {
     round_trip(msg::Prepare{s.flag(), s.bits(64), s.integer(), s.integer(), s.text(), s.text()}, "Prepare");
     round_trip(plan_from(s), "Plan");
     msg::PairCue q{s.text(), static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint16_t>(s.bits(16)), s.flag(),
-                   s.bits(64), s.integer(), s.real(), s.real()};
+                   s.bits(64), s.integer(), s.real(), s.real(), std::nullopt};
+    if (s.flag()) q.fresh_port = s.flag();
     round_trip(q, "PairCue");
     round_trip(msg::Word{s.flag(), static_cast<int>(s.byte()), s.text()}, "Word");
     round_trip(ready_from(s), "Ready");
@@ -353,7 +355,8 @@ void built_messages(const std::string& bytes) {
     round_trip(msg::PairReport{s.text(), s.real(), s.text(), static_cast<uint32_t>(s.bits(32)), s.text(),
                                s.flag() ? std::optional<double>(s.byte() / 255.0) : std::nullopt,
                                s.flag() ? std::optional<uint32_t>(static_cast<uint32_t>(s.bits(32))) : std::nullopt,
-                               s.flag() ? std::optional<double>(s.bits(16) / 8.0) : std::nullopt},
+                               s.flag() ? std::optional<double>(s.bits(16) / 8.0) : std::nullopt,
+                               s.flag() ? std::optional<uint16_t>(static_cast<uint16_t>(1 + s.bits(16) % 65535)) : std::nullopt},
                "PairReport");
     round_trip(msg::GpuRetest{s.rows<int>([&] { return static_cast<int>(s.bits(32)); })}, "GpuRetest");
     round_trip(msg::GpuRetestReport{s.rows<double>([&] { return s.real(); }), s.text()}, "GpuRetestReport");

@@ -213,6 +213,7 @@ void bounds(const PairReport& m) {
         throw Wrong{"cpu_wait", "is " + std::to_string(*m.cpu_wait) + ", not a share from 0 to 1"};
     if (m.rtt_ms && !(*m.rtt_ms >= 0 && *m.rtt_ms <= 1e6))
         throw Wrong{"rtt_ms", "is " + std::to_string(*m.rtt_ms) + ", not a round trip from 0 to 1000000 ms"};
+    if (m.listening && *m.listening == 0) throw Wrong{"listening", "is 0, not a port"};
 }
 void bounds(const Word& m) { within("code", m.code, 0, 255); }
 void bounds(const Superseded& m) { within("code", m.code, 0, 255); }
@@ -372,18 +373,18 @@ MESSAGE(Knock, version, purpose, rank, nonce, release)
 MESSAGE(Welcome, rank)
 MESSAGE(Refused, reason)
 MESSAGE(Hello, rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr, data_port,
-        standby_port, sig, ifname, problems, machine)
+        standby_port, sig, ifname, problems, machine, fresh_ports)
 MESSAGE(Beat, stage)
 MESSAGE(Roster, lead, standbys)
 MESSAGE(Prepare, gpu, bytes, nranks, first_rank, id, nccl)
 MESSAGE(Plan, gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr, next_port,
         leader, members, ring_pos, ring_size, prev, next, colors)
-MESSAGE(PairCue, tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound)
+MESSAGE(PairCue, tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound, fresh_port)
 MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
 MESSAGE(Ready, error, health, fingerprint)
 MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error, strangers)
-MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms)
+MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms, listening)
 MESSAGE(GpuRetestReport, seconds, error)
 MESSAGE(Superseded, by, by_label, code)
 MESSAGE(TakeoverReport, hello)

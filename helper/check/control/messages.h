@@ -111,9 +111,13 @@ struct Hello {
     // on one machine share its CPUs (lib/check/retest.h). Added in protocol
     // 6: none from a build before it.
     std::optional<std::string> machine;
+    // It opens a port of its own for a retest when asked (PairCue's
+    // fresh_port). Added in protocol 6: none from a build before it, which
+    // rank 0 retests on its data port as before.
+    std::optional<bool> fresh_ports;
     auto tie() const {
         return std::tie(rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, lanes, lane_gpus, data_addr,
-                        data_port, standby_port, sig, ifname, problems, machine);
+                        data_port, standby_port, sig, ifname, problems, machine, fresh_ports);
     }
 };
 
@@ -197,7 +201,16 @@ struct PairCue {
     int iters = 0;
     double budget = 0;      // seconds for the whole test
     double time_bound = 0;  // seconds: the timed loop stops after this
-    auto tie() const { return std::tie(tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound); }
+    // A retest on a port opened for it alone (lib/check/retest.h, "strangers
+    // at the data ports"). The accepting side opens it, says it first in a
+    // PairReport with only `tag` and `listening`, and closes it once its
+    // peer came; rank 0 then cues the connecting side with that port. The
+    // connecting side does not count its own data port's strangers: the
+    // test never used it. Added in protocol 6 (Hello's fresh_ports).
+    std::optional<bool> fresh_port;
+    auto tie() const {
+        return std::tie(tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound, fresh_port);
+    }
 };
 
 // GPU path: more pair rounds on the communicators the all-reduce kept,
@@ -273,7 +286,12 @@ struct PairReport {
     // not say, or from a build before them (protocol 6).
     std::optional<uint32_t> retrans;
     std::optional<double> rtt_ms;
-    auto tie() const { return std::tie(tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms); }
+    // The accepting side of a retest on a fresh port, before the test: the
+    // port it opened (the report with its time comes after). Protocol 6.
+    std::optional<uint16_t> listening;
+    auto tie() const {
+        return std::tie(tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms, listening);
+    }
 };
 
 // A GPU retest's rounds, timed: per round, per lane, as Result's pair_seconds.

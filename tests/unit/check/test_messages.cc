@@ -74,7 +74,7 @@ static void messages_travel_as_cbor_and_come_back_whole(void**) {
     ready.health = {g};
     assert_true(msg::decode<msg::Ready>(msg::encode(ready)).value() == ready);
     // A pair report with the strangers at the rank's data port.
-    const msg::PairReport pair{"retest:1:0", 0.0176, "", 12, "12 connections from 10.250.0.11 (12 held ...)", 0.25, 3u, 41.5};
+    const msg::PairReport pair{"retest:1:0", 0.0176, "", 12, "12 connections from 10.250.0.11 (12 held ...)", 0.25, 3u, 41.5, std::nullopt};
     assert_true(msg::decode<msg::PairReport>(msg::encode(pair)).value() == pair);
     assert_int_equal(as_json(msg::encode(pair)).at("PairReport").at("strangers").get<int>(), 12);
     auto lead = msg::decode_from_lead(msg::encode(msg::FromLead(msg::Word{true, 0, "ok"})));
@@ -102,7 +102,7 @@ static void a_number_goes_only_into_a_field_that_holds_it(void**) {
     msg::Roster roster{h, {}};
     assert_str(with(roster, "/Roster/lead/data_port"_json_pointer, 65536),
                "Roster: 'lead.data_port' is 65536, not a whole number from 0 to 65535");
-    msg::PairReport rep{"pair:0:0", 0.5, "", 0, "", std::nullopt, std::nullopt, std::nullopt};
+    msg::PairReport rep{"pair:0:0", 0.5, "", 0, "", std::nullopt, std::nullopt, std::nullopt, std::nullopt};
     json j = as_json(msg::encode(rep));
     j["PairReport"]["seconds"] = std::numeric_limits<double>::infinity();
     assert_str(msg::decode<msg::PairReport>(cbor(j)).problem().what, "PairReport: 'seconds' is Infinity, not a finite number");
@@ -127,7 +127,7 @@ static void a_field_added_within_the_protocol_may_be_missing(void**) {
     assert_true(back.ok());
     assert_false(back.value().machine.has_value());
     assert_str(back.value().label, h.label);
-    msg::PairReport rep{"pair:0:0", 0.5, "", 0, "", 0.125, std::nullopt, std::nullopt};
+    msg::PairReport rep{"pair:0:0", 0.5, "", 0, "", 0.125, std::nullopt, std::nullopt, std::nullopt};
     j = as_json(msg::encode(rep));
     assert_true(*msg::decode<msg::PairReport>(cbor(j)).value().cpu_wait == 0.125);
     j["PairReport"].erase("cpu_wait");
@@ -136,6 +136,25 @@ static void a_field_added_within_the_protocol_may_be_missing(void**) {
     assert_false(r.value().cpu_wait.has_value());
     j["PairReport"].erase("seconds");
     assert_str(msg::decode<msg::PairReport>(cbor(j)).problem().what, "PairReport: 'seconds' is missing");
+    // Retests on fresh ports: a build before them says no fresh_ports in
+    // its hello (rank 0 then retests it on its data port) and reads a cue's
+    // fresh_port as no key it knows.
+    h.fresh_ports = true;
+    j = as_json(msg::encode(h));
+    assert_true(*msg::decode<msg::Hello>(cbor(j)).value().fresh_ports);
+    j["Hello"].erase("fresh_ports");
+    assert_false(msg::decode<msg::Hello>(cbor(j)).value().fresh_ports.has_value());
+    msg::PairCue cue;
+    cue.tag = "retest:0:1";
+    cue.fresh_port = true;
+    assert_true(msg::decode<msg::PairCue>(msg::encode(cue)).value() == cue);
+    msg::PairReport said;
+    said.tag = "retest:0:1";
+    said.listening = 40123;
+    assert_true(msg::decode<msg::PairReport>(msg::encode(said)).value() == said);
+    assert_str(with(said, "/PairReport/listening"_json_pointer, 0), "PairReport: 'listening' is 0, not a port");
+    assert_str(with(said, "/PairReport/listening"_json_pointer, 70000),
+               "PairReport: 'listening' is 70000, not a whole number from 0 to 65535");
 }
 
 static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {

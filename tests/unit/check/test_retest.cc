@@ -399,6 +399,55 @@ static void an_undisturbed_slow_node_is_named_as_before(void**) {
     assert_int_equal(notes_with(two, "(against --min-busbw 1.00 GB/s) while strangers held connections"), 2);
 }
 
+// Retests on fresh ports (helper/check/pairs.cc): the partner opens a port
+// for each and closes it once the suspect came, so a stranger at the
+// suspect's data port cannot reach the timed test. A suspect whose every
+// retest ran so is judged on them, strangers in its first pairs or not.
+static void a_suspect_retested_on_fresh_ports_is_judged_on_them(void**) {
+    auto fresh = [](PairResult p) {
+        p.fresh_port = true;
+        return p;
+    };
+    // Slow on fresh ports: named, and the strangers still said.
+    PreflightReport r = three_nodes();
+    r.pairs = {disturbed(0, 1, 0.47, 8, "node1"), pr(0, 2, 1.8), disturbed(1, 2, 0.45, 8, "node1")};
+    r.retests = {fresh(pr(1, 0, 0.46)), fresh(pr(0, 2, 1.7)), fresh(pr(1, 2, 0.44))};
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Slow);
+    assert_contains(r.nodes[1].verdict, "confirmed by retests with node0: 0.4600 GB/s and node2: 0.4400 GB/s");
+    assert_str(r.nodes[0].verdict, "ok");
+    assert_str(r.nodes[2].verdict, "ok");
+    assert_int_equal(notes_with(r, "not judged"), 0);
+    assert_int_equal(notes_with(r, "strangers at the data ports: 16 connections in 2 of the 6 pair tests"), 1);
+    // Strangers met at a fresh port before the suspect came: noted, and the
+    // test, run after the port closed, still judged.
+    r = three_nodes();
+    r.pairs = {disturbed(0, 1, 0.47, 8, "node1"), pr(0, 2, 1.8), pr(1, 2, 0.45)};
+    r.retests = {fresh(disturbed(1, 0, 0.46, 2, "node0")), fresh(pr(0, 2, 1.7)), fresh(pr(1, 2, 0.44))};
+    judge(r);
+    assert_int_equal(r.code, kCheckFailed);
+    assert_int_equal(r.nodes[1].kind, VerdictKind::Slow);
+    assert_int_equal(notes_with(r, "strangers at the data ports: 10 connections in 2 of the 6 pair tests"), 1);
+    // Fast on fresh ports: cleared, nobody named.
+    r = three_nodes();
+    r.pairs = {disturbed(0, 1, 0.47, 8, "node1"), pr(0, 2, 1.8), disturbed(1, 2, 0.45, 8, "node1")};
+    r.retests = {fresh(pr(1, 0, 1.75)), fresh(pr(0, 2, 1.7)), fresh(pr(1, 2, 1.72))};
+    judge(r);
+    assert_int_equal(r.code, kPass);
+    for (const auto& n : r.nodes) assert_str(n.verdict, "ok");
+    assert_int_equal(notes_with(r, "ran at speed; not named"), 1);
+    // One retest on its data port (a partner of an earlier build): the
+    // strangers' rule, not judged.
+    r = three_nodes();
+    r.pairs = {disturbed(0, 1, 0.47, 8, "node1"), pr(0, 2, 1.8), disturbed(1, 2, 0.45, 8, "node1")};
+    r.retests = {fresh(pr(1, 0, 0.46)), fresh(pr(0, 2, 1.7)), pr(1, 2, 0.44)};
+    judge(r);
+    assert_int_equal(r.code, kPass);
+    assert_int_equal(notes_with(r, "node1: its pairs and retests ran at 0.4700 GB/s at best"), 1);
+    assert_true(disturbed_slowness(1, r.pairs, {fresh(pr(1, 0, 0.46))}, std::nullopt, hosts(3)) == std::nullopt);
+}
+
 // Strangers at a node whose pairs ran at speed: nothing about slowness,
 // only the line that says they came.
 static void strangers_at_a_node_that_is_not_slow_say_nothing_of_slowness(void**) {
@@ -867,6 +916,7 @@ int main() {
         cmocka_unit_test(failed_gpu_pairs_are_not_retested),
         cmocka_unit_test(noisy_gpu_model),
         cmocka_unit_test(a_slow_node_that_strangers_disturbed_is_not_judged),
+        cmocka_unit_test(a_suspect_retested_on_fresh_ports_is_judged_on_them),
         cmocka_unit_test(an_undisturbed_slow_node_is_named_as_before),
         cmocka_unit_test(strangers_at_a_node_that_is_not_slow_say_nothing_of_slowness),
         cmocka_unit_test(nodes_of_one_machine_are_not_blamed_for_its_scheduler),
