@@ -15,6 +15,7 @@
 #include "lib/plan/containers.h"
 #include "lib/plan/step_layout.h"
 #include "lib/util/bounded_file.h"
+#include "lib/util/mounts.h"
 #include "lib/fabric/topology.h"
 #include "lib/fabric/verbs.h"
 #include "spank/plugin_state.h"
@@ -253,13 +254,27 @@ int stepd_user_init(spank_t sp) {
     if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) == ESPANK_SUCCESS && argv)
         f.argv.assign(argv, argv + argc);
 
+    // A tree other than the kernel's /sys (the site's sysfs_root=, a user's
+    // under user_sysfs_root=yes) is read only where no read can hold
+    // slurmstepd without end (lib/util/mounts.h).
+    const std::string root = sysfs_root(env, s.site.config);
+    std::optional<HangProofReads> hang_proof;
+    if (root != "/sys") {
+        hang_proof.emplace(MountTable::of_this_process());
+        if (auto h = hanging_mount(root, hang_proof->mounts())) {
+            s.deferred_error = message("the sysfs tree " + *h +
+                                       ", whose reads could hold slurmstepd without end: not read; put the tree on "
+                                       "a local filesystem (or unset MN_NCCL_SYSFS_ROOT)");
+            return 0;
+        }
+    }
     SystemNetwork net;
     auto plan = plan_step(f, s.choice, s.site.config, env, net);
     if (!plan) {
         s.deferred_error = message(plan.problem().text());
         return 0;
     }
-    auto fabric = choose_fabric(discover_ports(sysfs_root(env, s.site.config)), s.choice.mode);
+    auto fabric = choose_fabric(discover_ports(root), s.choice.mode);
     if (!fabric) {
         s.deferred_error = message(fabric.problem().text());
         return 0;
@@ -272,7 +287,7 @@ int stepd_user_init(spank_t sp) {
     // hwloc's topology load costs milliseconds: only when the user asked to
     // see the choice, once per node and step.
     if (s.choice.explain) {
-        const LocalityReport l = gpu_locality(sysfs_root(env, s.site.config), plan.value().fabric);
+        const LocalityReport l = gpu_locality(root, plan.value().fabric);
         plan.value().locality = l.known ? locality_summary(l.gpus) : l.note;
         for (const auto& w : l.warnings) plan.value().fabric.warnings.push_back(w);
     }

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lib/util/mounts.h"
+
 namespace mn {
 namespace {
 
@@ -34,6 +36,10 @@ Problem cannot_open(const std::string& path, int err) {
 }  // namespace
 
 Outcome<FileContents> read_bounded_file(const std::string& path, std::size_t limit, LastLink link) {
+    // Under HangProofReads (slurmstepd reading a tree other than /sys):
+    // nothing on a filesystem whose reads can wait without end is touched.
+    if (auto h = reads_may_hang(path))
+        return Problem{*h + ", whose reads can wait without end: not read", "put it on a local filesystem"};
     // Looked at before opening: opening a device can have effects of its
     // own (a tape rewinds, a watchdog arms), so what is not a regular file
     // is refused unopened. The descriptor is checked again below, since

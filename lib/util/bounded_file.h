@@ -31,6 +31,8 @@ struct FileContents {
 // The file's bytes, or a problem that names the path and what it is
 // instead ("a FIFO, not a regular file", "larger than 65536 bytes").
 // Opening never blocks (O_NONBLOCK) and never gives a controlling terminal.
+// Under a HangProofReads (lib/util/mounts.h) a path that reaches FUSE, NFS
+// or an automount is refused untouched.
 Outcome<FileContents> read_bounded_file(const std::string& path, std::size_t limit,
                                         LastLink link = LastLink::follow);
 
