@@ -35,6 +35,7 @@ struct Identity {
     int cuda_code = 0;      // cuDriverGetVersion
     int gpus = 0;
     std::string gpu_model;  // several models joined by " + "
+    std::vector<std::string> gpu_buses;  // each GPU's PCI address as sysfs names it ("0000:19:00.0")
     // The external network plugin NCCL would load, looked up as NCCL does
     // (NCCL_NET_PLUGIN, else libnccl-net.so): its file and newest API.
     bool net_known = false;

@@ -6,6 +6,7 @@
 // per node (rank 0 writes them all: it alone has the verdict, and a shared
 // DIR then holds the whole cluster's).
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,8 +20,10 @@
 #include <set>
 
 #include "helper/check/fleet.h"
+#include "helper/check/hooks.h"
 #include "helper/check/lead.h"
 #include "lib/check/fingerprint.h"
+#include "lib/check/node_reading.h"
 #include "lib/check/history.h"
 #include "lib/check/metrics.h"
 #include "lib/fabric/fabric.h"
@@ -66,6 +69,21 @@ void verbs_of_node(Fingerprint& f) {
     f.verbs_needed.assign(need.begin(), need.end());
 }
 
+// libibverbs' release, from the file the loader finds ("" without it):
+// rdma-core's and MLNX_OFED's differ there (1.14.50.0, 1.14.2307.0).
+std::string verbs_library() {
+    void* lib = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) return "";
+    std::string out;
+    Dl_info info{};
+    if (void* s = dlsym(lib, "ibv_get_device_list"); s && dladdr(s, &info) && info.dli_fname) {
+        char real[PATH_MAX];
+        if (realpath(info.dli_fname, real)) out = library_file_version(real);
+    }
+    dlclose(lib);
+    return out;
+}
+
 unsigned gpus_requested() {
     const std::string v = env_or("SLURM_GPUS_ON_NODE");
     return v.empty() ? 0 : static_cast<unsigned>(std::strtoul(v.c_str(), nullptr, 10));
@@ -77,12 +95,23 @@ namespace {
 
 // The node's software and GPUs, read: the verbs providers (sysfs, files)
 // beside the libraries and the driver (gpu::identity, its parts at once).
-std::string read_node(const std::string& host) {
+std::string read_node(const std::string& host, const std::vector<std::string>& nccl_env) {
     Fingerprint f;
     f.host = host;
-    auto verbs = std::async(std::launch::async, [&f] { verbs_of_node(f); });
+    auto verbs = std::async(std::launch::async, [&f] {
+        verbs_of_node(f);
+        const std::string root = user_sysfs_root(process_env());
+        f.hca_firmware = read_hca_firmware(root);
+        f.verbs_library = verbs_library();
+        const ImageIdentity image = image_identity("/");
+        f.image = image.id;
+        f.image_name = image.name;
+    });
     const gpu::Identity id = gpu::identity();
     verbs.get();
+    f.pcie = read_pcie_links(user_sysfs_root(process_env()), gpu_buses_on_purpose().value_or(id.gpu_buses));
+    f.nccl_env_known = true;
+    f.nccl_env = nccl_env;
     f.nccl = nccl_version_text(id.nccl_code);
     f.nccl_path = id.nccl_path;
     f.cuda_driver = cuda_version_text(id.cuda_code);
@@ -101,13 +130,20 @@ std::string read_node(const std::string& host) {
 
 }  // namespace
 
-std::string node_fingerprint(const std::string& host) {
+std::vector<std::string> process_environment() {
+    std::vector<std::string> out;
+    for (char** e = environ; e && *e; ++e) out.emplace_back(*e);
+    return out;
+}
+
+std::string node_fingerprint(const std::string& host, const std::optional<std::vector<std::string>>& nccl_env) {
+    const std::vector<std::string> env = nccl_env ? *nccl_env : nccl_environment(process_environment());
     // MN_PREFLIGHT_SHARED_READ=DIR: the nodes emulated on one machine
     // (--mn-emulate-nodes) read its software once, in turn through a file
     // there per machine and step, rather than each at once (32 nodes on
     // 32 cores: 1.8 s of readiness).
     const std::string dir = env_or("MN_PREFLIGHT_SHARED_READ");
-    if (dir.empty()) return read_node(host);
+    if (dir.empty()) return read_node(host, env);
     char machine[256] = {0};
     gethostname(machine, sizeof machine - 1);
     // What each node's read depends on beside the machine: nodes that see
@@ -116,10 +152,11 @@ std::string node_fingerprint(const std::string& host) {
     for (const char* v : {"CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE", "MN_PREFLIGHT_TORCH_NCCL", "MN_PREFLIGHT_LIBNCCL", "MN_PREFLIGHT_NCCL",
                           "NCCL_NET_PLUGIN", "MN_PREFLIGHT_VERBS_DIR", "LD_LIBRARY_PATH"})
         own += std::string(v) + "=" + env_or(v) + "\n";
+    for (const auto& kv : env) own += kv + "\n";
     std::string key = std::string("mn-preflight-node.") + machine + "." + env_or("SLURM_JOB_ID", "0") + "." +
                       env_or("SLURM_STEP_ID", "0") + "." + std::to_string(std::hash<std::string>{}(own));
     std::replace(key.begin(), key.end(), '/', '_');
-    return shared_node_read(dir, key, host, [&host] { return read_node(host); });
+    return shared_node_read(dir, key, host, [&host, &env] { return read_node(host, env); });
 }
 
 bool fingerprints_alike(Lead& l) {
@@ -128,20 +165,21 @@ bool fingerprints_alike(Lead& l) {
     for (std::size_t i = 0; i < l.rep.nodes.size(); ++i) {
         if (l.rep.nodes[i].ranks.empty()) continue;
         // One task of each node reads it (LOCAL_RANK 0): the first that sent one.
-        std::string text;
+        const Member* from = nullptr;
         for (uint32_t r : l.rep.nodes[i].ranks)
-            if (!l.members[r].fingerprint.empty()) {
-                text = l.members[r].fingerprint;
+            if (l.members[r].fingerprint || !l.members[r].fingerprint_problem.empty()) {
+                from = &l.members[r];
                 break;
             }
-        if (text.empty()) {
+        if (!from) {
             l.rep.notes.push_back("warning: " + l.rep.nodes[i].host +
                                   ": its software (NCCL, CUDA) was not read within readiness' time; not compared");
             continue;
         }
-        auto f = decode_fingerprint(text);
+        const auto& f = from->fingerprint;
         if (!f) {
-            l.rep.nodes[i].problems.push_back({VerdictKind::Fingerprint, "fingerprint: unreadable (" + f.problem().text() + ")"});
+            l.rep.nodes[i].problems.push_back(
+                {VerdictKind::Fingerprint, "fingerprint: unreadable (" + from->fingerprint_problem + ")"});
             continue;
         }
         nodes.push_back(*f);

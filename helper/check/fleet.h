@@ -9,11 +9,21 @@
 
 #include "helper/check.h"
 #include "lib/check/gpu_health.h"
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "lib/check/preflight.h"
 
 namespace mn::check {
 
-std::string node_fingerprint(const std::string& host);  // every rank: its node's, read at launch, sent when ready
+// Every rank: its node's, read at launch, sent when ready. `nccl_env`: the
+// NCCL_* variables as the step set them (nccl_environment of the process's
+// environment before this program set its own NCCL_DEBUG*); none: read now.
+std::string node_fingerprint(const std::string& host,
+                             const std::optional<std::vector<std::string>>& nccl_env = std::nullopt);
+// The process's environment, NAME=VALUE each (read it before other threads may set any).
+std::vector<std::string> process_environment();
 void remember_prolog(const PrologOptions& o, const std::string& host, const std::vector<Charge>& problems,
                      const std::vector<std::string>& notes, const std::vector<GpuReadings>& gpus);
 

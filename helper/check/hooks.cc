@@ -77,6 +77,13 @@ bool shares_simulated() {
     return false;
 #endif
 }
+std::optional<std::vector<std::string>> gpu_buses_on_purpose() {
+#ifdef MN_TEST_HOOKS
+    const std::string v = env_or("MN_PREFLIGHT_GPU_BUSES");
+    if (!v.empty()) return split_list(v);
+#endif
+    return std::nullopt;
+}
 bool slowed_from_round(const std::string& tag) {
 #ifdef MN_TEST_HOOKS
     const std::string from = env_or("MN_PREFLIGHT_SLOW_FROM_ROUND");

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "helper/check/self.h"
 
@@ -53,6 +55,10 @@ bool slowed_from_round(const std::string& tag);
 // the real protocol, with no data path): rank 0's own share of the CPU
 // all-reduce counts as done, 1 ms a pass, without its ring.
 bool shares_simulated();
+// The test hook MN_PREFLIGHT_GPU_BUSES=ADDR[,ADDR]: the PCI addresses the
+// fingerprint reads the GPUs' PCIe links of (lib/check/node_reading), for
+// nodes without GPUs given a sysfs fixture tree; none when not set.
+std::optional<std::vector<std::string>> gpu_buses_on_purpose();
 constexpr double kPassPause = 0.02;
 
 // MN_PREFLIGHT_QUIET_ABOVE moves quiet_rendezvous' bound (control/line.h),

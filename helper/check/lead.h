@@ -23,7 +23,10 @@ namespace mn::check {
 // Rank 0's view of one rank.
 struct Member {
     msg::Hello hello;
-    std::string fingerprint;  // its node's software, from its readiness ("" from all but a node's first task, or if late)
+    // Its node's software, from its readiness (none from all but a node's
+    // first task, or if late); why its text could not be read, if so.
+    std::optional<Fingerprint> fingerprint;
+    std::string fingerprint_problem;
     Line ctl;  // rank 0's own entry has none, nor does a rank that joined through its node's speaker
     std::optional<uint32_t> via;  // that rank's node's speaker: the one record of who speaks for whom
     uint32_t node_index = 0;

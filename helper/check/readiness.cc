@@ -64,12 +64,18 @@ std::string own_fingerprint(const Step& st) {
 }
 
 // This rank's Ready for the path rank 0 chose: its fault or none, its
-// GPUs' readings, and its node's fingerprint when it is ready.
-msg::Ready ready_message(Step& st, bool gpu_path, std::size_t bytes) {
+// GPUs' readings, and its node's fingerprint when it is ready: as fields
+// where rank 0 reads them (`fields`), else as text (a rank 0 before them).
+msg::Ready ready_message(Step& st, bool gpu_path, std::size_t bytes, bool fields) {
     msg::Ready ready;
     ready.error = get_ready(st, gpu_path, bytes);
     ready.health = st.health;
-    if (ready.error.empty()) ready.fingerprint = own_fingerprint(st);
+    if (!ready.error.empty()) return ready;
+    const std::string text = own_fingerprint(st);
+    if (text.empty()) return ready;
+    auto f = decode_fingerprint(text);
+    if (fields && f) ready.node_fingerprint = std::move(f.value());
+    else ready.fingerprint = text;
     return ready;
 }
 
@@ -193,6 +199,7 @@ msg::Prepare prepare_for(const Step& st, const Lead& l, uint32_t r) {
         p.id = l.nccl_id;
         p.nccl = st.ga.nccl_version;
     }
+    p.fingerprint_fields = true;
     return p;
 }
 
@@ -206,7 +213,7 @@ bool serve_readiness(Step& st, Follower& f) {
     if (!prep) return false;
     set_phase("readiness");
     start_nccl_init(st, *prep);
-    const msg::Ready ready = ready_message(st, prep->gpu, prep->bytes);
+    const msg::Ready ready = ready_message(st, prep->gpu, prep->bytes, prep->fingerprint_fields.value_or(false));
     if (!ready.error.empty())
         std::fprintf(stderr, "mn-preflight: %s rank %u: %s\n", st.self.label.c_str(), st.self.rank, ready.error.c_str());
     f.ctl.send(ready, st.ready_by);
@@ -218,12 +225,19 @@ namespace {
 // Every rank's readiness, rank 0's own (on a thread) included, in the
 // order it comes; false on the first fault (noted), or when time ran out.
 bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std::vector<GpuReadings>&)>& add_health) {
-    l.own_ready = on_thread<msg::Ready>([&st, gpu = l.gpu_path, bytes = l.bytes] { return ready_message(st, gpu, bytes); });
+    l.own_ready =
+        on_thread<msg::Ready>([&st, gpu = l.gpu_path, bytes = l.bytes] { return ready_message(st, gpu, bytes, true); });
     set_phase("readiness", "waiting for every rank's set-up");
     std::vector<bool> waiting(st.self.world, true);
     auto take = [&](uint32_t r, const msg::Ready& m) {
         add_health(r, m.health);
-        l.members[r].fingerprint = m.fingerprint;
+        if (m.node_fingerprint) {
+            l.members[r].fingerprint = m.node_fingerprint;
+        } else if (!m.fingerprint.empty()) {  // a rank of a build before the fields
+            auto f = decode_fingerprint(m.fingerprint);
+            if (f) l.members[r].fingerprint = std::move(f.value());
+            else l.members[r].fingerprint_problem = f.problem().text();
+        }
         if (m.error.empty()) return Reply::Taken;
         l.note(r, RankState::Fault, m.error);
         l.stop_the_rest();

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "helper/check/fleet.h"
+#include "lib/check/node_reading.h"
 #include "helper/check/lead.h"
 #include "helper/check/ring.h"
 #include "lib/check/gpu_claims.h"
@@ -163,6 +164,8 @@ namespace {
 // collects it: the GPUs opened and their buffers written (or the CPU
 // path's buffer), the node's fingerprint.
 void start_setup(Step& st) {
+    // The NCCL_* variables as the step set them, before ours below.
+    std::vector<std::string> nccl_env = nccl_environment(process_environment());
     // NCCL reads its variables once, at its first call (even
     // ncclGetVersion): its INFO lines, which say the transport each channel
     // took, go to a file of ours.
@@ -185,7 +188,9 @@ void start_setup(Step& st) {
     // machine. After NCCL's variables are set: NCCL reads them at its
     // first call.
     if (st.self.local_rank == 0)
-        st.fingerprint = on_thread<std::string>([host = st.self.label] { return node_fingerprint(host); }).share();
+        st.fingerprint = on_thread<std::string>([host = st.self.label, nccl_env] {
+                             return node_fingerprint(host, nccl_env);
+                         }).share();
     if (st.ga.ok && st.self.task_mode) {
         // The GPU the program opens (set_device(LOCAL_RANK)); a rank whose
         // LOCAL_RANK is past its list has no GPU path, and says why.

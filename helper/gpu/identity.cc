@@ -5,6 +5,7 @@
 // says which NCCL it has (and the CPU path compares that too).
 #include <dlfcn.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <future>
 #include <set>
@@ -84,8 +85,15 @@ void gpus_of_node(Identity& id) {
     for (int i = 0; i < n; ++i) {
         CUdevice d = 0;
         char name[256] = {0};
-        if (libs.cuda.device_get(&d, i) == CUDA_SUCCESS && libs.cuda.device_name(name, sizeof name, d) == CUDA_SUCCESS)
-            models.insert(name);
+        if (libs.cuda.device_get(&d, i) != CUDA_SUCCESS) continue;
+        if (libs.cuda.device_name(name, sizeof name, d) == CUDA_SUCCESS) models.insert(name);
+        // CUDA says "0000:1B:00.0"; sysfs "0000:1b:00.0".
+        char bus[32] = {0};
+        if (libs.cuda.bus_id(bus, sizeof bus, d) == CUDA_SUCCESS) {
+            std::string b = bus;
+            for (char& c : b) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            id.gpu_buses.push_back(b);
+        }
     }
     for (const auto& m : models) id.gpu_model += (id.gpu_model.empty() ? "" : " + ") + m;
 }

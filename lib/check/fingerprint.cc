@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <set>
+#include <cmath>
 
 #include "lib/util/text.h"
 
@@ -21,6 +24,14 @@ std::string nccl_version_text(int code) {
     const int major = code < 10000 ? code / 1000 : code / 10000;
     const int minor = code < 10000 ? code % 1000 / 100 : code % 10000 / 100;
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
+std::string pcie_generation(double gts) {
+    const std::pair<double, const char*> gens[] = {{2.5, "Gen1"}, {5, "Gen2"}, {8, "Gen3"},
+                                                   {16, "Gen4"}, {32, "Gen5"}, {64, "Gen6"}};
+    for (const auto& [g, name] : gens)
+        if (std::abs(gts - g) < 0.01) return name;
+    return "";
 }
 
 std::string cuda_version_text(int code) {
@@ -221,9 +232,19 @@ std::string encode_fingerprint(const Fingerprint& f) {
     }
     if (f.verbs_known) kv.push_back({"verbs", escape_list(f.verbs)});
     kv.push_back({"verbs_needed", escape_list(f.verbs_needed)});
+    std::vector<std::string> links;
+    for (const auto& l : f.pcie)
+        links.push_back(l.gpu + ";" + std::to_string(l.width) + ";" + std::to_string(l.max_width) + ";" + num(l.gts, -1) +
+                        ";" + num(l.max_gts, -1));
+    kv.push_back({"pcie", escape_list(links)});
+    kv.push_back({"hca_fw", escape_list(f.hca_firmware)});
+    kv.push_back({"verbs_lib", escape(f.verbs_library)});
+    if (f.nccl_env_known) kv.push_back({"nccl_env", escape_list(f.nccl_env)});
+    kv.push_back({"image", escape(f.image)});
+    kv.push_back({"image_name", escape(f.image_name)});
     std::string out;
     for (const auto& [k, v] : kv) {
-        if (v.empty() && k != "net" && k != "verbs") continue;
+        if (v.empty() && k != "net" && k != "verbs" && k != "nccl_env") continue;
         out += (out.empty() ? "" : " ") + k + "=" + v;
     }
     return out;
@@ -247,6 +268,26 @@ std::optional<std::vector<std::string>> list(const std::string& v) {
     return out;
 }
 
+std::optional<double> rate(const std::string& v) {
+    if (v.empty() || v.size() > 8 ||
+        !std::all_of(v.begin(), v.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; }))
+        return std::nullopt;
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() + v.size()) return std::nullopt;
+    return d;
+}
+
+// "0000:19:00.0;16;16;32;32", as encode_fingerprint writes a link.
+std::optional<PcieLink> pcie_link_word(const std::string& item) {
+    const auto parts = split_list(item, ';');
+    if (parts.size() != 5 || parts[0].empty()) return std::nullopt;
+    const auto w = count(parts[1]), mw = count(parts[2]);
+    const auto g = rate(parts[3]), mg = rate(parts[4]);
+    if (!w || !mw || !g || !mg) return std::nullopt;
+    return PcieLink{parts[0], *w, *mw, *g, *mg};
+}
+
 }  // namespace
 
 Outcome<Fingerprint> decode_fingerprint(const std::string& text) {
@@ -264,7 +305,8 @@ Outcome<Fingerprint> decode_fingerprint(const std::string& text) {
         std::string* text_field = key == "host" ? &f.host : key == "nccl" ? &f.nccl : key == "nccl_path" ? &f.nccl_path
                                 : key == "cuda" ? &f.cuda_driver : key == "gpu_model" ? &f.gpu_model
                                 : key == "torch_nccl" ? &f.torch_nccl : key == "net_api" ? &f.net.api
-                                : key == "net_path" ? &f.net.path : nullptr;
+                                : key == "net_path" ? &f.net.path : key == "verbs_lib" ? &f.verbs_library
+                                : key == "image" ? &f.image : key == "image_name" ? &f.image_name : nullptr;
         if (text_field) {
             *text_field = *value;
         } else if (key == "net") {
@@ -279,6 +321,19 @@ Outcome<Fingerprint> decode_fingerprint(const std::string& text) {
             if (!items) return bad(word, "has a bad %-escape");
             if (key == "verbs") f.verbs_known = true;
             (key == "verbs" ? f.verbs : f.verbs_needed) = *items;
+        } else if (key == "hca_fw" || key == "nccl_env") {
+            auto items = list(raw);
+            if (!items) return bad(word, "has a bad %-escape");
+            if (key == "nccl_env") f.nccl_env_known = true;
+            (key == "hca_fw" ? f.hca_firmware : f.nccl_env) = *items;
+        } else if (key == "pcie") {
+            auto items = list(raw);
+            if (!items) return bad(word, "has a bad %-escape");
+            for (const auto& item : *items) {
+                auto link = pcie_link_word(item);
+                if (!link) return bad(word, "is not a list of GPU;WIDTH;MAX_WIDTH;GTS;MAX_GTS");
+                f.pcie.push_back(*link);
+            }
         }
         // Other keys: a newer mn-preflight's, skipped.
     }
@@ -412,6 +467,36 @@ const char* const kPatchFix = "patch releases of one NCCL work together; align t
 //    request node_fingerprint_findings fails a short node).
 //  - verbs providers differ: WARN; a provider that a node's own ACTIVE
 //    RDMA ports need is node_fingerprint_findings' (FAIL).
+// The weakest link the node's GPUs can reach: "x16 Gen5 (32 GT/s)".
+std::string weakest_link(const Fingerprint& f) {
+    if (f.pcie.empty()) return "";
+    unsigned w = f.pcie.front().max_width;
+    double g = f.pcie.front().max_gts;
+    for (const auto& l : f.pcie) {
+        w = std::min(w, l.max_width);
+        g = std::min(g, l.max_gts);
+    }
+    const std::string gen = pcie_generation(g);
+    return "x" + std::to_string(w) + " " + (gen.empty() ? num(g, -1) + " GT/s" : gen + " (" + num(g, -1) + " GT/s)");
+}
+
+// The distinct firmware versions of the node's HCAs ("mlx5_0 28.39.1002").
+std::string firmware_versions(const Fingerprint& f) {
+    std::vector<std::string> v;
+    for (const auto& h : f.hca_firmware) {
+        const std::string fw = h.substr(h.find(' ') == std::string::npos ? 0 : h.find(' ') + 1);
+        if (std::find(v.begin(), v.end(), fw) == v.end()) v.push_back(fw);
+    }
+    std::sort(v.begin(), v.end());
+    return join_list(v);
+}
+
+std::string firmware_mine(const Fingerprint& f) {
+    std::vector<std::string> hcas;
+    for (const auto& h : f.hca_firmware) hcas.push_back(h.substr(0, h.find(' ')));
+    return "HCA firmware " + firmware_versions(f) + " (" + join_list(hcas) + ")";
+}
+
 const FieldRule kRules[] = {
     {0, true, [](const Fingerprint& f) { return release(f.nccl); },
      [](const Fingerprint& f) { return nccl_with_path("NCCL", f.nccl, f.nccl_path); },
@@ -449,7 +534,72 @@ const FieldRule kRules[] = {
      [](const Fingerprint& f) { return "verbs providers " + (f.verbs.empty() ? std::string("none") : join_list(f.verbs)); },
      [](const Fingerprint& f) { return f.verbs.empty() ? std::string("none") : join_list(f.verbs); },
      "install the same rdma-core providers on every node (Debian: ibverbs-providers)"},
+    {7, true, weakest_link, [](const Fingerprint& f) { return "GPU PCIe links that reach " + weakest_link(f) + " at most"; },
+     weakest_link,
+     "check the slot, riser or retimer and the BIOS's PCIe speed setting (lspci -vv: LnkCap of the GPU and of the port "
+     "above it): a GPU short of its link is a slow node"},
+    {8, false, firmware_versions, firmware_mine, firmware_versions,
+     "flash one firmware on every HCA (mlxfwmanager, or the vendor's bundle) at the next maintenance"},
+    {9, false, [](const Fingerprint& f) { return f.verbs_library; },
+     [](const Fingerprint& f) { return "libibverbs " + f.verbs_library; },
+     [](const Fingerprint& f) { return f.verbs_library; },
+     "install one rdma-core (or MLNX_OFED / DOCA) release on every node and in every image"},
+    {10, false, [](const Fingerprint& f) { return f.image; },
+     [](const Fingerprint& f) { return "image " + f.image + (f.image_name.empty() ? "" : " (" + f.image_name + ")"); },
+     [](const Fingerprint& f) { return f.image + (f.image_name.empty() ? "" : " (" + f.image_name + ")"); },
+     "run one container image (or one system image) on every node: the step's software is the image's"},
 };
+
+// NCCL_* variables the step set itself, compared one by one: the value on
+// most nodes (unset being one), and each node that differs named with its
+// variables. A warning: NCCL may run either way, but not as tuned.
+void compare_nccl_env(const std::vector<Fingerprint>& nodes, std::vector<FingerprintFinding>& out) {
+    std::vector<uint32_t> known;
+    std::map<std::string, std::vector<std::string>> values;  // name -> each known node's value ("" unset)
+    for (uint32_t i = 0; i < nodes.size(); ++i)
+        if (nodes[i].nccl_env_known) known.push_back(i);
+    if (known.size() < 2) return;
+    auto value_of = [](const Fingerprint& f, const std::string& name) {
+        for (const auto& kv : f.nccl_env)
+            if (kv.compare(0, name.size() + 1, name + "=") == 0) return kv.substr(name.size() + 1);
+        return std::string();
+    };
+    std::set<std::string> names;
+    for (uint32_t i : known)
+        for (const auto& kv : nodes[i].nccl_env) names.insert(kv.substr(0, kv.find('=')));
+    std::map<uint32_t, std::vector<std::string>> odd;
+    std::map<uint32_t, bool> tied;
+    for (const auto& name : names) {
+        std::map<std::string, std::vector<uint32_t>> by_value;
+        for (uint32_t i : known) by_value[value_of(nodes[i], name)].push_back(i);
+        if (by_value.size() < 2) continue;
+        std::size_t most = 0;
+        for (const auto& [v, who] : by_value) most = std::max(most, who.size());
+        const bool tie = std::count_if(by_value.begin(), by_value.end(),
+                                       [&](const auto& e) { return e.second.size() == most; }) > 1;
+        std::string common;
+        for (const auto& [v, who] : by_value)
+            if (who.size() == most && common.empty()) common = v;
+        for (const auto& [v, who] : by_value) {
+            if (!tie && who.size() == most) continue;
+            for (uint32_t i : who) {
+                odd[i].push_back((v.empty() ? name + " unset" : name + "=" + v) +
+                                 (tie ? "" : " (most nodes " + (common.empty() ? std::string("unset") : common) + ")"));
+                tied[i] = tied[i] || tie;
+            }
+        }
+    }
+    for (const auto& [i, diffs] : odd) {
+        std::string text;
+        for (std::size_t k = 0; k < diffs.size() && k < 4; ++k) text += (k ? ", " : "") + diffs[k];
+        if (diffs.size() > 4) text += " and " + std::to_string(diffs.size() - 4) + " more";
+        out.push_back({i, false, tied[i],
+                       std::string(kFingerprintTag) + "NCCL environment " + text +
+                           (tied[i] ? ", and no value holds a majority" : "") +
+                           "; fix: set NCCL_* alike on every node (the batch script, a module or the image), or unset "
+                           "them where they differ"});
+    }
+}
 
 }  // namespace
 
@@ -480,6 +630,15 @@ std::vector<FingerprintFinding> node_fingerprint_findings(const Fingerprint& f, 
                                std::string(kFingerprintTag) + "libibverbs has no " + p + " provider, which its ACTIVE RDMA ports " +
                                    "need: NCCL cannot open them; fix: install it (Debian: ibverbs-providers, RHEL: "
                                    "libibverbs)"});
+    for (const auto& l : f.pcie)
+        if (l.max_width && l.width && l.width < l.max_width)
+            out.push_back({index, true, false,
+                           std::string(kFingerprintTag) + "GPU " + l.gpu + "'s PCIe link trained at x" +
+                               std::to_string(l.width) + ", while the GPU and its port take x" +
+                               std::to_string(l.max_width) +
+                               ": a slow node; fix: reseat the GPU (or its riser or cable) and check the slot (lspci "
+                               "-vv -s " + l.gpu + ": LnkSta against LnkCap), then drain the node until it trains at x" +
+                               std::to_string(l.max_width)});
     if (!f.torch_nccl.empty() && !f.nccl.empty() && !same_release(f.torch_nccl, f.nccl))
         out.push_back({index, false, false,
                        std::string(kFingerprintTag) + "torch's NCCL " + f.torch_nccl + " is not the NCCL this check loaded (" +
@@ -500,6 +659,7 @@ std::vector<FingerprintFinding> compare_fingerprints(const std::vector<Fingerpri
         family = rule.family;
         compare_field(nodes, rule, named, out);
     }
+    compare_nccl_env(nodes, out);
     std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
     return out;
 }

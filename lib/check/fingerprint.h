@@ -55,6 +55,18 @@ struct NetPlugin {
 };
 NetPlugin net_plugin_from_log(const std::string& nccl_log);
 
+// A GPU's PCIe link as sysfs says it: lanes and speed now, and the most
+// that the GPU and the port above it both take (a Gen5 GPU in a Gen4 slot
+// reaches Gen4). GPUs lower their link speed when idle, never their
+// width: only the width now is judged against its maximum.
+struct PcieLink {
+    std::string gpu;  // "0000:19:00.0"
+    unsigned width = 0, max_width = 0;
+    double gts = 0, max_gts = 0;  // GT/s: 16 is Gen4, 32 Gen5
+};
+// "Gen5" for 32 GT/s; "" for a speed no generation has.
+std::string pcie_generation(double gts);
+
 // One node's fingerprint. Empty strings (and known = false) are "not
 // known" (the CPU path has no NCCL, a node without libibverbs no
 // providers) and are never compared.
@@ -71,6 +83,15 @@ struct Fingerprint {
     std::vector<std::string> verbs;         // installed providers, sorted
     std::vector<std::string> verbs_needed;  // what the node's ACTIVE RDMA ports need, sorted
     std::string torch_nccl;                 // torch.cuda.nccl.version(), where known
+    // Read from sysfs, the libraries and the environment
+    // (lib/check/node_reading.h); empty: not known, never compared.
+    std::vector<PcieLink> pcie;             // the step's GPUs' PCIe links
+    std::vector<std::string> hca_firmware;  // "mlx5_0 28.39.1002", sorted
+    std::string verbs_library;              // libibverbs' file version: "1.14.50.0"
+    bool nccl_env_known = false;
+    std::vector<std::string> nccl_env;      // "NCCL_ALGO=Ring": NCCL_* the step set itself, sorted
+    std::string image;                      // the system or container image's identity (12 hex digits)
+    std::string image_name;                 // and what it says it is: "Ubuntu 22.04.4 LTS"
 };
 
 // One line, "key=value" words separated by spaces, values %-escaped: fits

@@ -41,9 +41,9 @@ std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<Gp
         if (g.pcie_gen && g.pcie_gen_max && *g.pcie_gen < *g.pcie_gen_max)
             warn("PCIe link at gen " + std::to_string(*g.pcie_gen) + ", the slot and GPU can do gen " +
                  std::to_string(*g.pcie_gen_max) + "; fix: reseat the GPU or check the riser and BIOS link settings");
-        if (g.pcie_width && g.pcie_width_max && *g.pcie_width < *g.pcie_width_max)
-            warn("PCIe link at x" + std::to_string(*g.pcie_width) + " of x" + std::to_string(*g.pcie_width_max) +
-                 "; fix: reseat the GPU or check the riser");
+        // A link narrower than its maximum is the fingerprint's to fail
+        // (lib/check/fingerprint: node_fingerprint_findings), from sysfs:
+        // one line for it, on every path.
         if (g.nvlinks > 0 && g.nvlinks_up < most_up)
             fail(std::to_string(g.nvlinks_up) + " NVLink links up where the node's other GPUs have " +
                  std::to_string(most_up) + "; fix: nvidia-smi nvlink -s; drain and reset the GPU, reseat or replace it");

@@ -402,7 +402,8 @@ void Sim::flush(Rank& r) {
 
 const wire::Body& Sim::body_of(const msg::FromRank& m) {
     const auto* ready = std::get_if<msg::Ready>(&m);
-    const bool alike = (ready && ready->fingerprint.empty()) || std::holds_alternative<msg::Result>(m);
+    const bool alike =
+        (ready && ready->fingerprint.empty() && !ready->node_fingerprint) || std::holds_alternative<msg::Result>(m);
     if (!alike) return alike_[-1] = msg::encode(m);
     auto it = alike_.find(static_cast<int>(m.index()));
     if (it == alike_.end()) it = alike_.emplace(static_cast<int>(m.index()), msg::encode(m)).first;
@@ -486,10 +487,14 @@ void Sim::take_word(Rank& r, const msg::FromLead& m) {
         r.rostered = true;
         r.rostered_at = now_s();
     } else if (const auto* p = std::get_if<msg::Prepare>(&m)) {
-        (void)p;
         msg::Ready ready;
-        // One task a node reads the node's software (rendezvous.cc).
-        if (r.rank % o_.tasks == 0) ready.fingerprint = fingerprint_;
+        // One task a node reads the node's software (rendezvous.cc): as
+        // fields where rank 0 asks for them, as a rank does.
+        if (r.rank % o_.tasks == 0) {
+            auto f = decode_fingerprint(fingerprint_);
+            if (p->fingerprint_fields.value_or(false) && f) ready.node_fingerprint = f.value();
+            else ready.fingerprint = fingerprint_;
+        }
         answer(r, ready);
     } else if (std::holds_alternative<msg::Plan>(m)) {
         msg::Result res;

@@ -273,6 +273,23 @@ msg::Ready ready_from(Source& s) {
         r.health.push_back(g);
     }
     r.fingerprint = s.text();
+    if (s.flag()) {
+        mn::Fingerprint f;
+        f.host = s.text();
+        f.nccl = s.text();
+        f.net.known = s.flag();
+        f.net.name = s.text();
+        f.gpus = static_cast<unsigned>(s.bits(32));
+        f.verbs_known = s.flag();
+        f.verbs = s.texts();
+        f.pcie.push_back({s.text(), static_cast<unsigned>(s.bits(32)), static_cast<unsigned>(s.bits(32)), s.real(),
+                          s.real()});
+        f.hca_firmware = s.texts();
+        f.nccl_env_known = s.flag();
+        f.nccl_env = s.texts();
+        f.image = s.text();
+        r.node_fingerprint = f;
+    }
     return r;
 }
 
@@ -343,7 +360,9 @@ void built_messages(const std::string& bytes) {
                           s.flag() ? std::optional<std::string>("0.2.0") : std::nullopt},
                "Knock");
     round_trip(hello_from(s), "Hello");
-    round_trip(msg::Prepare{s.flag(), s.bits(64), s.integer(), s.integer(), s.text(), s.text()}, "Prepare");
+    round_trip(msg::Prepare{s.flag(), s.bits(64), s.integer(), s.integer(), s.text(), s.text(),
+                            s.flag() ? std::optional<bool>(s.flag()) : std::nullopt},
+               "Prepare");
     round_trip(plan_from(s), "Plan");
     msg::PairCue q{s.text(), static_cast<uint32_t>(s.bits(32)), s.text(), static_cast<uint16_t>(s.bits(16)), s.flag(),
                    s.bits(64), s.integer(), s.real(), s.real(), std::nullopt};

@@ -124,4 +124,45 @@ print(n)' "$file" 2>&1)
   pass "$name"
 }
 
+# A sysfs tree of a node with two GPUs behind ports of their own and two
+# HCAs without ports (the fabric stays the cluster's): TREE WIDTH FIRMWARE,
+# WIDTH the second GPU's link now.
+skew_tree() {
+  local t=$1 w=$2 fw=$3 g port addr
+  for g in 1 2; do
+    port=0000:00:0$g.0 addr=0000:$((g + 1))a:00.0
+    mkdir -p "$t/devices/pci0000:00/$port/$addr" "$t/bus/pci/devices"
+    echo "32.0 GT/s PCIe" >"$t/devices/pci0000:00/$port/max_link_speed"
+    echo 16 >"$t/devices/pci0000:00/$port/max_link_width"
+    echo "2.5 GT/s PCIe" >"$t/devices/pci0000:00/$port/$addr/current_link_speed"
+    echo "32.0 GT/s PCIe" >"$t/devices/pci0000:00/$port/$addr/max_link_speed"
+    echo 16 >"$t/devices/pci0000:00/$port/$addr/max_link_width"
+    if [ $g = 2 ]; then echo "$w"; else echo 16; fi >"$t/devices/pci0000:00/$port/$addr/current_link_width"
+    ln -sfn "../../../devices/pci0000:00/$port/$addr" "$t/bus/pci/devices/$addr"
+  done
+  for g in 0 1; do
+    mkdir -p "$t/class/infiniband/mlx5_$g"
+    echo "$fw" >"$t/class/infiniband/mlx5_$g/fw_ver"
+  done
+}
+
+t_f_node_skew_named() {
+  local name="each node seen as it is: node1's second GPU trained at x8 fails it alone; node2's HCA firmware and node0's own NCCL_IB_TIMEOUT warn, each naming that node; nobody else named"
+  local t=$OUT/skew
+  skew_tree "$t/good" 16 28.39.1002
+  skew_tree "$t/narrow" 8 28.39.1002
+  skew_tree "$t/oldfw" 16 28.36.1010
+  chmod -R a+rX "$t"
+  run srun -N3 --ntasks-per-node=1 --mn-nccl bash -c \
+    "case \$SLURMD_NODENAME in node0) tree=good; export NCCL_IB_TIMEOUT=22 ;; node1) tree=narrow ;; *) tree=oldfw ;; esac
+     export MN_NCCL_SYSFS_ROOT=$t/\$tree MN_PREFLIGHT_GPU_BUSES=0000:2a:00.0,0000:3a:00.0; exec $PF --no-pairs"
+  grep -E '^(node[0-2] |problem|warning|FAIL|PASS)' "$OUT/last" | cut -c1-300 | sed 's/^/    /'
+  [ $RC -eq 1 ] && has '^problem: node1: fingerprint: GPU 0000:3a:00.0.s PCIe link trained at x8, while the GPU and its port take x16' &&
+    has 'node2: fingerprint: HCA firmware 28\.36\.1010 \(mlx5_0,mlx5_1\), the others 28\.39\.1002' &&
+    has 'node0: fingerprint: NCCL environment NCCL_IB_TIMEOUT=22 \(most nodes unset\)' &&
+    ! has '^problem: node[02]' && ! has 'node[12]: fingerprint: NCCL environment' ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
 run_checks

@@ -368,6 +368,10 @@ FIELDS(GpuReadings, gpu, nvml, nvml_error, processes, ecc_uncorrected, retiremen
        pcie_gen, pcie_gen_max, pcie_width, pcie_width_max, nvlinks, nvlinks_up, hw_slowdown, hw_thermal, sw_thermal,
        power_brake)
 FIELDS(Standby, rank, label, addr, port)
+FIELDS(NetPlugin, known, name, api, path)
+FIELDS(PcieLink, gpu, width, max_width, gts, max_gts)
+FIELDS(Fingerprint, host, nccl, nccl_path, net, cuda_driver, gpu_model, gpus, gpus_requested, verbs_known, verbs,
+       verbs_needed, torch_nccl, pcie, hca_firmware, verbs_library, nccl_env_known, nccl_env, image, image_name)
 
 MESSAGE(Knock, version, purpose, rank, nonce, release)
 MESSAGE(Welcome, rank)
@@ -376,13 +380,13 @@ MESSAGE(Hello, rank, node, label, slurm_node, host, pid, gpu_ok, gpu_why, gpus, 
         standby_port, sig, ifname, problems, machine, fresh_ports)
 MESSAGE(Beat, stage)
 MESSAGE(Roster, lead, standbys)
-MESSAGE(Prepare, gpu, bytes, nranks, first_rank, id, nccl)
+MESSAGE(Prepare, gpu, bytes, nranks, first_rank, id, nccl, fingerprint_fields)
 MESSAGE(Plan, gpu, bytes, iters, warmup, budget, pair_budget, pair_bytes, nranks, first_rank, id, next_addr, next_port,
         leader, members, ring_pos, ring_size, prev, next, colors)
 MESSAGE(PairCue, tag, peer, peer_addr, peer_port, connect, bytes, iters, budget, time_bound, fresh_port)
 MESSAGE(GpuRetest, colors)
 MESSAGE(Word, done, code, why)
-MESSAGE(Ready, error, health, fingerprint)
+MESSAGE(Ready, error, health, fingerprint, node_fingerprint)
 MESSAGE(Result, ran, correct, error, kind, seconds, init, passes, transports, pair_seconds, pair_error, strangers)
 MESSAGE(PairReport, tag, seconds, error, strangers, strangers_seen, cpu_wait, retrans, rtt_ms, listening)
 MESSAGE(GpuRetestReport, seconds, error)
@@ -444,7 +448,8 @@ const char* stage_name(Stage s) {
 }
 
 bool operator==(const Ready& a, const Ready& b) {
-    return a.error == b.error && Wire(a.health) == Wire(b.health) && a.fingerprint == b.fingerprint;
+    return a.error == b.error && Wire(a.health) == Wire(b.health) && a.fingerprint == b.fingerprint &&
+           Wire(a.node_fingerprint) == Wire(b.node_fingerprint);
 }
 
 std::string superseded_refusal(const Superseded& m, const std::vector<uint32_t>& standbys) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "helper/wire.h"
+#include "lib/check/fingerprint.h"
 #include "lib/check/gpu_health.h"
 #include "lib/check/preflight.h"
 #include "lib/util/outcome.h"
@@ -161,7 +162,11 @@ struct Prepare {
     // Rank 0's NCCL ("2.28.3"): a rank of another release starts no init
     // with it (their wire protocols may differ); the fingerprints name it.
     std::string nccl;
-    auto tie() const { return std::tie(gpu, bytes, nranks, first_rank, id, nccl); }
+    // Rank 0 reads the fingerprint as fields (Ready's node_fingerprint);
+    // none from a build before them, which reads Ready's text alone.
+    // Added within protocol 6.
+    std::optional<bool> fingerprint_fields;
+    auto tie() const { return std::tie(gpu, bytes, nranks, first_rank, id, nccl, fingerprint_fields); }
 };
 
 // The collective's go: this rank's part of the plan.
@@ -236,11 +241,15 @@ struct Word {
 struct Ready {
     std::string error;  // "" when ready
     std::vector<GpuReadings> health;
-    // encode_fingerprint() of its node (lib/check/fingerprint), read beside
-    // the rendezvous (loading NCCL and CUDA takes a while); "" if not read
-    // in time.
+    // Its node's fingerprint (lib/check/fingerprint), read beside the
+    // rendezvous (loading NCCL and CUDA takes a while), as fields where
+    // rank 0 asked for them (Prepare's fingerprint_fields; added within
+    // protocol 6), else as encode_fingerprint()'s text for a rank 0 before
+    // them; none and "" when not read in time (or not this node's first
+    // task's to send).
     std::string fingerprint;
-    auto tie() const { return std::tie(error, health, fingerprint); }
+    std::optional<Fingerprint> node_fingerprint;
+    auto tie() const { return std::tie(error, health, fingerprint, node_fingerprint); }
 };
 
 // A rank's part of the collective.

@@ -115,6 +115,14 @@ Fingerprint h100(const std::string& host) {
     f.verbs_known = true;
     f.verbs = {"efa", "mlx5", "rxe"};
     f.verbs_needed = {"mlx5"};
+    for (const char* gpu : {"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0"})
+        f.pcie.push_back({gpu, 16, 16, 2.5, 32});  // idle: Gen1 now, Gen5 at most
+    f.hca_firmware = {"mlx5_0 28.39.1002", "mlx5_1 28.39.1002"};
+    f.verbs_library = "1.14.50.0";
+    f.nccl_env_known = true;
+    f.nccl_env = {"NCCL_IB_TIMEOUT=20"};
+    f.image = "3f2a9c1b7e40";
+    f.image_name = "Ubuntu 22.04.4 LTS";
     return f;
 }
 
@@ -151,6 +159,34 @@ static void encode_decode_round_trip(void**) {
     assert_true(n.ok() && n->net.none() && n->verbs_known && n->verbs.empty());
     const auto unknown = decode_fingerprint(encode_fingerprint(Fingerprint{}));
     assert_true(unknown.ok() && !unknown->net.known && !unknown->verbs_known);
+}
+
+static void node_readings_round_trip(void**) {
+    Fingerprint f = h100("gpu-a1");
+    f.pcie[1] = {"0000:2a:00.0", 8, 16, 16, 16};
+    f.nccl_env = {"NCCL_ALGO=Ring,Tree", "NCCL_IB_TIMEOUT=20"};  // a comma in a value
+    f.image_name = "Ubuntu 22.04.4 LTS (Jammy Jellyfish)";
+    const std::string line = encode_fingerprint(f);
+    assert_contains(line, "pcie=0000:18:00.0;16;16;2.5;32,0000:2a:00.0;8;16;16;16,");
+    const auto back = decode_fingerprint(line);
+    assert_true(back.ok());
+    assert_int_equal(back->pcie.size(), 4);
+    assert_int_equal(back->pcie[1].width, 8);
+    assert_true(back->pcie[0].gts == 2.5 && back->pcie[0].max_gts == 32);
+    assert_true(back->hca_firmware == f.hca_firmware);
+    assert_str(back->verbs_library, "1.14.50.0");
+    assert_true(back->nccl_env_known);
+    assert_true(back->nccl_env == f.nccl_env);
+    assert_str(back->image, "3f2a9c1b7e40");
+    assert_str(back->image_name, f.image_name);
+    assert_str(encode_fingerprint(*back), line);
+    // No NCCL_* set is known and empty; a build before these keys, unknown.
+    Fingerprint none;
+    none.nccl_env_known = true;
+    assert_true(decode_fingerprint(encode_fingerprint(none))->nccl_env_known);
+    assert_false(decode_fingerprint("nccl=2.28.9")->nccl_env_known);
+    for (const char* bad : {"pcie=0000:18:00.0;16;16;2.5", "pcie=0000:18:00.0;x;16;2.5;32", "pcie=a;1;1;1e9;1"})
+        assert_false(decode_fingerprint(bad).ok());
 }
 
 static void decode_refuses_garbage_and_skips_new_keys(void**) {
@@ -359,7 +395,94 @@ static void torch_nccl_warns_on_the_node_and_fails_across(void**) {
     assert_contains(f[0].text, "verl-project/verl#6621");
 }
 
+// A GPU whose link trained narrower than it and its port take: the node
+// alone fails, whatever the others show. Its speed now is never judged
+// (GPUs lower it when idle).
+static void a_gpu_link_trained_narrow_fails_its_node(void**) {
+    auto n = four();
+    n[2].pcie[3].width = 8;
+    n[3].pcie[0].gts = 32;  // busy there: no finding
+    const auto f = compare_fingerprints(n);
+    assert_int_equal(f.size(), 1);
+    assert_int_equal(f[0].node, 2);
+    assert_true(f[0].fail);
+    assert_contains(f[0].text, "fingerprint: GPU 0000:5d:00.0's PCIe link trained at x8, while the GPU and its port take "
+                               "x16: a slow node; fix: reseat the GPU");
+    assert_contains(f[0].text, "lspci -vv -s 0000:5d:00.0");
+    assert_int_equal(node_fingerprint_findings(n[2]).size(), 1);
+}
+
+// A Gen5 GPU in a Gen4 slot (or a BIOS set to Gen4): the link's ceiling
+// against the others'.
+static void a_gpu_link_below_the_others_fails(void**) {
+    auto n = four();
+    for (auto& l : n[1].pcie) l.max_gts = 16;
+    const auto f = compare_fingerprints(n);
+    assert_int_equal(f.size(), 1);
+    assert_int_equal(f[0].node, 1);
+    assert_true(f[0].fail);
+    assert_contains(f[0].text, "fingerprint: GPU PCIe links that reach x16 Gen4 (16 GT/s) at most, the others x16 Gen5 "
+                               "(32 GT/s); fix: check the slot, riser or retimer and the BIOS's PCIe speed setting");
+    assert_str(pcie_generation(2.5), "Gen1");
+    assert_str(pcie_generation(64), "Gen6");
+    assert_str(pcie_generation(20), "");
+}
+
+// Firmware, the rdma-core release and the image warn: it runs, not alike.
+static void firmware_rdma_core_and_image_warn(void**) {
+    auto n = four();
+    n.push_back(h100("node4"));
+    n[0].hca_firmware[1] = "mlx5_1 28.36.1010";
+    n[3].verbs_library = "1.14.2307.0";
+    n[4].image = "9c8d00e1aa51";
+    n[4].image_name = "Ubuntu 22.04.5 LTS";
+    const auto f = compare_fingerprints(n);
+    assert_int_equal(f.size(), 3);
+    for (const auto& x : f) assert_false(x.fail);
+    assert_int_equal(f[0].node, 0);
+    assert_contains(f[0].text, "fingerprint: HCA firmware 28.36.1010,28.39.1002 (mlx5_0,mlx5_1), the others "
+                               "28.39.1002; fix: flash one firmware");
+    assert_int_equal(f[1].node, 3);
+    assert_contains(f[1].text, "fingerprint: libibverbs 1.14.2307.0, the others 1.14.50.0; fix: install one rdma-core");
+    assert_int_equal(f[2].node, 4);
+    assert_contains(f[2].text, "fingerprint: image 9c8d00e1aa51 (Ubuntu 22.04.5 LTS), the others 3f2a9c1b7e40 (Ubuntu "
+                               "22.04.4 LTS); fix: run one container image");
+}
+
+// NCCL_* the step set, variable by variable against most nodes.
+static void nccl_environment_differences_warn_by_variable(void**) {
+    auto n = four();
+    n[2].nccl_env = {"NCCL_ALGO=Ring", "NCCL_IB_TIMEOUT=22"};
+    const auto f = compare_fingerprints(n);
+    assert_int_equal(f.size(), 1);
+    assert_int_equal(f[0].node, 2);
+    assert_false(f[0].fail);
+    assert_str(f[0].text, "fingerprint: NCCL environment NCCL_ALGO=Ring (most nodes unset), NCCL_IB_TIMEOUT=22 (most "
+                          "nodes 20); fix: set NCCL_* alike on every node (the batch script, a module or the image), or "
+                          "unset them where they differ");
+    // Two nodes, each its own: both named, no majority.
+    std::vector<Fingerprint> two = {h100("a"), h100("b")};
+    two[1].nccl_env = {};
+    const auto t = compare_fingerprints(two);
+    assert_int_equal(t.size(), 2);
+    assert_true(t[0].tie && t[1].tie);
+    assert_contains(t[0].text, "NCCL_IB_TIMEOUT=20, and no value holds a majority");
+    assert_contains(t[1].text, "NCCL_IB_TIMEOUT unset, and no value holds a majority");
+}
+
 static void unknown_values_are_never_compared(void**) {
+    {
+        // Readings a node could not make (no GPU path, no HCAs, an earlier
+        // build): left out, never a difference.
+        auto n = four();
+        n[1].pcie.clear();
+        n[1].hca_firmware.clear();
+        n[1].verbs_library.clear();
+        n[1].nccl_env_known = false;
+        n[1].nccl_env.clear();
+        n[1].image.clear();
+        assert_true(compare_fingerprints(n).empty());
+    }
     std::vector<Fingerprint> cpu(3);  // the CPU path: nothing of NCCL or GPUs
     cpu[0].host = "node0";
     assert_true(compare_fingerprints(cpu).empty());
@@ -473,6 +596,11 @@ int main() {
         cmocka_unit_test(verbs_providers_from_files_and_drivers),
         cmocka_unit_test(net_plugin_read_from_nccl_log),
         cmocka_unit_test(encode_decode_round_trip),
+        cmocka_unit_test(node_readings_round_trip),
+        cmocka_unit_test(a_gpu_link_trained_narrow_fails_its_node),
+        cmocka_unit_test(a_gpu_link_below_the_others_fails),
+        cmocka_unit_test(firmware_rdma_core_and_image_warn),
+        cmocka_unit_test(nccl_environment_differences_warn_by_variable),
         cmocka_unit_test(decode_refuses_garbage_and_skips_new_keys),
         cmocka_unit_test(alike_nodes_have_no_findings),
         cmocka_unit_test(nccl_release_differs_fails_the_odd_node),

@@ -155,6 +155,37 @@ static void a_field_added_within_the_protocol_may_be_missing(void**) {
     assert_str(with(said, "/PairReport/listening"_json_pointer, 0), "PairReport: 'listening' is 0, not a port");
     assert_str(with(said, "/PairReport/listening"_json_pointer, 70000),
                "PairReport: 'listening' is 70000, not a whole number from 0 to 65535");
+    // The fingerprint as fields, where rank 0 asks for them; a build before
+    // them reads the text alone and asks for nothing.
+    msg::Prepare prep;
+    prep.fingerprint_fields = true;
+    assert_true(*msg::decode<msg::Prepare>(msg::encode(prep)).value().fingerprint_fields);
+    j = as_json(msg::encode(prep));
+    j["Prepare"].erase("fingerprint_fields");
+    assert_false(msg::decode<msg::Prepare>(cbor(j)).value().fingerprint_fields.has_value());
+    msg::Ready ready;
+    Fingerprint f;
+    f.host = "node1";
+    f.nccl = "2.28.9";
+    f.net.known = true;
+    f.pcie.push_back({"0000:2a:00.0", 8, 16, 2.5, 32});
+    f.hca_firmware = {"mlx5_0 28.39.1002"};
+    f.nccl_env_known = true;
+    f.nccl_env = {"NCCL_IB_TIMEOUT=22"};
+    f.image = "3f2a9c1b7e40";
+    ready.node_fingerprint = f;
+    const auto got = msg::decode<msg::Ready>(msg::encode(ready));
+    assert_true(got.ok());
+    assert_true(got.value() == ready);
+    assert_int_equal(got.value().node_fingerprint->pcie[0].width, 8);
+    assert_str(got.value().node_fingerprint->nccl_env[0], "NCCL_IB_TIMEOUT=22");
+    assert_true(got.value().fingerprint.empty());  // no text beside it
+    j = as_json(msg::encode(ready));
+    j["Ready"]["node_fingerprint"]["pcie"][0]["width"] = "x8";
+    assert_false(msg::decode<msg::Ready>(cbor(j)).ok());
+    j = as_json(msg::encode(ready));
+    j["Ready"].erase("node_fingerprint");
+    assert_false(msg::decode<msg::Ready>(cbor(j)).value().node_fingerprint.has_value());
 }
 
 static void a_message_that_is_not_one_is_a_problem_naming_it(void**) {
