@@ -284,6 +284,18 @@ int stepd_user_init(spank_t sp) {
     for (auto& w : plugin_variable_findings(*fabric, env)) fabric.value().warnings.push_back(std::move(w));
     if (auto w = unread_sysfs_root(env, s.site.config); !w.empty()) fabric.value().warnings.push_back(std::move(w));
     take_fabric(plan.value(), std::move(fabric.value()));
+    // pyxis's containers with a network of their own: the node's network
+    // is not theirs (lib/plan/step_plan: own_network).
+    std::optional<std::string> unshare = pyxis_option(sp, "container-unshare");
+    std::string unshare_source = "pyxis --container-unshare=" + unshare.value_or("");
+    if (!unshare && (unshare = step_env(sp, "PYXIS_CONTAINER_UNSHARE")))
+        unshare_source = "pyxis, PYXIS_CONTAINER_UNSHARE=" + *unshare;
+    if (unshare && unshares_network(*unshare) && pyxis_container(sp)) {
+        if (auto p = own_network(plan.value(), unshare_source)) {
+            s.deferred_error = message(p->text());
+            return 0;
+        }
+    }
     // hwloc's topology load costs milliseconds: only when the user asked to
     // see the choice, once per node and step.
     if (s.choice.explain) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "helper/check/lead.h"
+#include "helper/check/ring.h"
 #include "lib/plan/hostlist.h"
 
 namespace mn::check {
@@ -64,8 +65,17 @@ void take_reports(const Standin& me, Lead& l, std::vector<bool>& have) {
             ++count;
         }
     }
+    // Every rank came: whoever still waits at the door, or in its backlog,
+    // is a stranger that held a connection (as at a data port). Else they
+    // may be a rank still knocking: not counted.
+    Strangers seen;
+    if (count == world) {
+        door.close_waiting();
+        seen.merge(take_waiting(me.standby_fd));
+    }
+    seen.merge(door.strangers());
     // In the verdict too: ranks that did not report may have met them.
-    if (const std::string s = door.strangers().brief(); !s.empty()) {
+    if (const std::string s = seen.brief(); !s.empty()) {
         say(me, "strangers at its standby port: " + s);
         l.rep.notes.push_back("strangers at rank " + std::to_string(me.self.rank) + "'s standby port: " + s);
     }

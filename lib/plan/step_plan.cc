@@ -456,6 +456,31 @@ std::string interface_towards(const std::string& master_addr, const NetworkView&
     return c ? c->name : "";
 }
 
+bool unshares_network(const std::string& unshare) {
+    for (const auto& ns : split_list(unshare, ','))
+        if (ns == "net") return true;
+    return false;
+}
+
+std::optional<Problem> own_network(StepPlan& plan, const std::string& source) {
+    const std::size_t nodes = plan.tasks_per_node.size();
+    if (nodes > 1)
+        return Problem{source + " gives each node's container a network of its own, with a loopback alone inside: the "
+                                "step's ranks on " + std::to_string(nodes) +
+                           " nodes cannot reach each other, and NCCL would fail at its first connect",
+                       "drop --container-unshare=net (or net from PYXIS_CONTAINER_UNSHARE) for a step of several "
+                       "nodes; keep it for steps on one node"};
+    plan.master_addr = "127.0.0.1";
+    plan.why_addr = "the loopback: " + source + " leaves the container no other network, and the step has one node";
+    plan.ifname = "lo";
+    plan.why_ifname = "the loopback, the one interface in the container's network (" + source + ")";
+    plan.fabric.fabric = "socket";
+    plan.fabric.env = {{"NCCL_IB_DISABLE", "1"}};
+    plan.fabric.why = "sockets on the loopback: the node's RDMA devices are not in the container's network (" +
+                      source + ")";
+    return std::nullopt;
+}
+
 std::string sysfs_root(const EnvLookup& env, const SiteConfig& site) {
     // The admin's choice is pinned, and a user's tree is read by root only
     // where the site opened it (doc/security.md): a root-run parser is not

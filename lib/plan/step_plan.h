@@ -107,6 +107,19 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
 // interface the route to MASTER_ADDR takes (a warning says when they differ).
 void take_fabric(StepPlan& plan, FabricChoice fabric);
 
+// pyxis --container-unshare (or PYXIS_CONTAINER_UNSHARE): whether its list
+// ("net", "net,ipc") gives the container a network namespace of its own.
+bool unshares_network(const std::string& unshare);
+// A step whose containers each have a network of their own: enroot gives
+// that namespace a loopback alone, so no rank can reach another node's.
+// Across nodes the step is refused (the problem says why and the fix;
+// never NCCL_SOCKET_IFNAME=lo between nodes). On one node its ranks meet
+// on the loopback: MASTER_ADDR 127.0.0.1, lo for NCCL's and gloo's
+// sockets, NCCL's network off (the node's HCAs are not in that
+// namespace); the plan's why-fields say so. `source`: how it was asked
+// ("pyxis --container-unshare=net").
+std::optional<Problem> own_network(StepPlan& plan, const std::string& source);
+
 struct TaskFacts {
     uint32_t local_id = 0;
     uint32_t global_id = 0;

@@ -211,6 +211,28 @@ t_rank0_stopped() {
   pass "$name (verdict ${MS} ms after the stop)"
 }
 
+# The standby's door is a port like the others: another user on node1
+# holds connections to every port it finds there (the standby's and the
+# data port among them, read from /proc/net/tcp) while rank 0 is stopped.
+# Rank 1 still takes over and names node0 alone; the strangers are a note
+# in its verdict, never a node's fault.
+t_rank0_stopped_standby_held() {
+  local name="rank 0 stopped while another user holds every port on node1 (the standby's included): rank 1 still gives the verdict naming node0 alone, exit 1, and notes the strangers at its standby port"
+  local copy; copy=$(mktemp /tmp/mn-stranger.XXXXXX)
+  cp "$TOP/tests/integration/stranger.py" "$copy" && chmod 0644 "$copy"
+  ip netns exec node1 setpriv --reuid=65534 --regid=65534 --clear-groups $PY "$copy" dataflood 10.250.0.11 40 \
+    --skip 6818 --most 400 >"$OUT/stranger.log" 2>&1 &
+  local sp=$!
+  signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)"
+  kill "$sp" 2>/dev/null; wait "$sp" 2>/dev/null; rm -f "$copy"
+  local held; held=$(grep -c '^STRANGER holds connections to port' "$OUT/stranger.log")
+  [ $RC -eq 1 ] && [ "$MS" != none ] && [ "$VERDICT_FROM" = 1 ] &&
+    has '^out.1: problem: node0: rank 0: stopped answering' && [ "$(count '^out.1: problem:')" = 1 ] &&
+    has "^out.1: note: strangers at rank 1's standby port: .*10\.250\.0\.11" && [ "$held" -ge 2 ] ||
+    { fail "$name" "rc=$RC, verdict after ${MS} ms from task ${VERDICT_FROM:-?}, ports held $held"; return; }
+  pass "$name (verdict ${MS} ms after the stop, $held ports held)"
+}
+
 t_rank0_killed() {
   local name="rank 0 killed (kill -9): rank 1 prints the table naming node0 within 8 s; ranks 1 and 2 exit 1"
   signal_rank 0 KILL -N3 -n3 --mn-nccl bash -c "$(pid_then "$PF" --timeout 40 --size 64M --iters 50)"

@@ -73,6 +73,8 @@ t_two_jobs_one_node() {
   wait_for 15 test -e "$T/env.$a" || { fail "job A's prolog ran" "no $T/env.$a"; return; }
   run srun -w node0 --gres=gpu:2 -t 1 bash -c 'echo JOB=$SLURM_JOB_ID'
   b=$(sed -n 's/^JOB=//p' "$OUT/last")
+  # Once in a full run B's environment file was not there yet when read.
+  wait_for 15 test -s "$T/env.$b" || echo "# note: job $b's prolog wrote no environment file in 15 s"
   local ga gb
   ga=$(envvar "$a" SLURM_JOB_GPUS); gb=$(envvar "$b" SLURM_JOB_GPUS)
   echo "# slurmd $(sinfo -V | awk '{print $2}') prolog: job A $a SLURM_JOB_GPUS=$ga CUDA_VISIBLE_DEVICES=$(envvar "$a" CUDA_VISIBLE_DEVICES) GPU_DEVICE_ORDINAL=$(envvar "$a" GPU_DEVICE_ORDINAL); job B $b SLURM_JOB_GPUS=$gb CUDA_VISIBLE_DEVICES=$(envvar "$b" CUDA_VISIBLE_DEVICES)"
@@ -95,6 +97,7 @@ t_two_jobs_one_node() {
   run srun -w node0 -t 1 bash -c 'echo JOB=$SLURM_JOB_ID'
   local c
   c=$(sed -n 's/^JOB=//p' "$OUT/last")
+  wait_for 15 test -s "$T/env.$c" || echo "# note: job $c's prolog wrote no environment file in 15 s"
   json=$(env -i $(grep -s -E '^(SLURM_JOB_ID|SLURM_JOB_GPUS|CUDA_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|PATH)=' "$T/env.$c") \
     "$TOP/helper/mn-preflight" --prolog --json 2>&1)
   grep -q "\"gpu_scope\":\"job $c has no GPU on this node\"" <<<"$json" &&

@@ -333,6 +333,43 @@ static void fabric_variables_reach_every_task(void**) {
     assert_int_equal(e.count("NCCL_IB_DISABLE"), 0);
 }
 
+// pyxis --container-unshare=net: each node's container has a network of
+// its own with a loopback alone. Across nodes the step is refused, never
+// given lo; on one node its ranks meet on the loopback.
+static void a_container_network_of_its_own(void**) {
+    assert_true(unshares_network("net"));
+    assert_true(unshares_network("ipc,net"));
+    assert_false(unshares_network("ipc,uts"));
+    assert_false(unshares_network("network"));
+    StepPlan p;
+    p.tasks_per_node = {4, 4};
+    p.facts.nnodes = 2;
+    p.master_addr = "10.0.0.10";
+    p.ifname = "eth0";
+    p.fabric.env = {{"NCCL_IB_HCA", "=mlx5_0:1"}};
+    const auto refused = own_network(p, "pyxis --container-unshare=net");
+    assert_true(refused.has_value());
+    assert_str(refused->what, "pyxis --container-unshare=net gives each node's container a network of its own, with a "
+                              "loopback alone inside: the step's ranks on 2 nodes cannot reach each other, and NCCL "
+                              "would fail at its first connect");
+    assert_contains(refused->fix, "drop --container-unshare=net");
+    assert_str(p.ifname, "eth0");  // untouched: the step does not start
+    StepPlan one;
+    one.tasks_per_node = {8};
+    one.facts.nnodes = 1;
+    one.master_addr = "10.0.0.10";
+    one.ifname = "eth0";
+    one.fabric.env = {{"NCCL_IB_HCA", "=mlx5_0:1"}};
+    assert_false(own_network(one, "pyxis, PYXIS_CONTAINER_UNSHARE=net").has_value());
+    auto e = as_map(task_environment(one, TaskFacts{}));
+    assert_str(e.at("MASTER_ADDR"), "127.0.0.1");
+    assert_str(e.at("NCCL_SOCKET_IFNAME"), "=lo");
+    assert_str(e.at("GLOO_SOCKET_IFNAME"), "lo");
+    assert_str(e.at("NCCL_IB_DISABLE"), "1");
+    assert_int_equal(e.count("NCCL_IB_HCA"), 0);
+    assert_contains(one.why_ifname, "PYXIS_CONTAINER_UNSHARE=net");
+}
+
 // Google's A3 (tcpx, tcpxo): NCCL's sockets on the VM's control NIC, as
 // Google documents, whichever interface the route to MASTER_ADDR takes; the
 // plugin's NIC variables reach every task beside them.
@@ -547,6 +584,7 @@ int main() {
         cmocka_unit_test(the_step_secret_places_master_port_everywhere),
         cmocka_unit_test(missing_nodelist_is_named),
         cmocka_unit_test(fabric_variables_reach_every_task),
+        cmocka_unit_test(a_container_network_of_its_own),
         cmocka_unit_test(a3_sockets_go_on_the_control_nic),
         cmocka_unit_test(sysfs_root_choice),
         cmocka_unit_test(explain_names_each_choice),
