@@ -113,6 +113,12 @@ Reply Lead::lose(const Heard& h, const std::vector<bool>& waiting) {
     return Reply::Stop;
 }
 
+std::vector<std::string> Lead::hosts() const {
+    std::vector<std::string> out;
+    for (const auto& n : rep.nodes) out.push_back(n.host);
+    return out;
+}
+
 bool Lead::own_work_running() const {
     auto running = [](const auto& f) {
         return f.valid() && f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;

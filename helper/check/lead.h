@@ -182,6 +182,8 @@ struct Lead {
     // this GPU" must not count (emulated nodes share a host). Built by host
     // once: per node over every rank was N x R, 8.4 M at 1,024 x 8.
     std::vector<std::set<unsigned>> pids_by_node() const;
+    // Each node of rep.nodes by its host, in order.
+    std::vector<std::string> hosts() const;
 
 private:
     msg::Stage stage_ = msg::Stage::Rendezvous;

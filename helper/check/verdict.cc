@@ -52,9 +52,12 @@ void weigh(const Step& st, Lead& l) {
     }
     // GPU health (NVML) per node: a fail blames the node, a warning is a note.
     const auto pids = l.pids_by_node();
+    const auto across = gpu_modes_across(l.hosts(), l.node_health);  // ECC and MIG mode against the others
     for (std::size_t i = 0; i < l.node_health.size() && i < rep.nodes.size(); ++i) {
         if (l.node_health[i].empty()) continue;
-        for (const auto& f : gpu_health(rep.nodes[i].host, l.node_health[i], pids[i])) {
+        auto findings = gpu_health(rep.nodes[i].host, l.node_health[i], pids[i]);
+        findings.insert(findings.end(), across[i].begin(), across[i].end());
+        for (const auto& f : findings) {
             if (f.fail) rep.nodes[i].problems.push_back({VerdictKind::Fault, f.text.substr(rep.nodes[i].host.size() + 1)});
             else rep.notes.push_back("warning: " + f.text);
         }

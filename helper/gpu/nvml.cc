@@ -44,8 +44,11 @@ nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t, unsigned int*);
 nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t, unsigned int*);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
 nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t, unsigned long long*);
+nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t, nvmlEnableState_t*, nvmlEnableState_t*);
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t, unsigned int*, unsigned int*);
 const char* nvmlErrorString(nvmlReturn_t);
 }
+#define NVML_DEVICE_MIG_ENABLE 1
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
 #define NVML_FEATURE_ENABLED 1
@@ -76,6 +79,8 @@ struct Nvml {
     decltype(&nvmlDeviceGetCurrPcieLinkWidth) width = nullptr;
     decltype(&nvmlDeviceGetMaxPcieLinkWidth) width_max = nullptr;
     decltype(&nvmlDeviceGetNvLinkState) nvlink = nullptr;
+    decltype(&nvmlDeviceGetEccMode) ecc_mode = nullptr;
+    decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
     // nvmlDeviceGetCurrentClocksEventReasons in newer drivers, the same
     // call under its older name before.
     nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
@@ -100,6 +105,8 @@ void bind_readings(void* lib, Nvml& x) {
     sym(lib, "nvmlDeviceGetCurrPcieLinkWidth", x.width);
     sym(lib, "nvmlDeviceGetMaxPcieLinkWidth", x.width_max);
     sym(lib, "nvmlDeviceGetNvLinkState", x.nvlink);
+    sym(lib, "nvmlDeviceGetEccMode", x.ecc_mode);
+    sym(lib, "nvmlDeviceGetMigMode", x.mig_mode);
     if (!sym(lib, "nvmlDeviceGetCurrentClocksEventReasons", x.events))
         sym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
     sym(lib, "nvmlErrorString", x.error_string);
@@ -153,6 +160,12 @@ void read_memory(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
     nvmlEnableState_t pending{};
     if (n.retire_pending && n.retire_pending(h, &pending) == NVML_SUCCESS)
         g.retirement_pending = pending == NVML_FEATURE_ENABLED;
+    // The modes in force (not those pending a reset): compared across nodes.
+    nvmlEnableState_t ecc_now{}, ecc_next{};
+    if (n.ecc_mode && n.ecc_mode(h, &ecc_now, &ecc_next) == NVML_SUCCESS) g.ecc_enabled = ecc_now == NVML_FEATURE_ENABLED;
+    unsigned mig_now = 0, mig_next = 0;
+    if (n.mig_mode && n.mig_mode(h, &mig_now, &mig_next) == NVML_SUCCESS)
+        g.mig_enabled = mig_now == NVML_DEVICE_MIG_ENABLE;
     unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
     if (n.remapped && n.remapped(h, &corr, &unc, &is_pending, &failed) == NVML_SUCCESS) {
         g.remap_pending = is_pending != 0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "lib/util/text.h"
 
@@ -57,6 +58,59 @@ std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<Gp
         }
         if (g.sw_thermal)
             warn("clocks lowered by the driver for temperature (software thermal slowdown); fix: check cooling");
+    }
+    return out;
+}
+
+namespace {
+
+// A node's mode: "on", "off", "mixed"; "" when none of its GPUs says.
+std::string node_mode(const std::vector<GpuReadings>& gpus, std::optional<bool> GpuReadings::*mode) {
+    std::string out;
+    for (const auto& g : gpus) {
+        if (!(g.*mode)) continue;
+        const std::string v = *(g.*mode) ? "on" : "off";
+        if (out.empty()) out = v;
+        else if (out != v) return "mixed";
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<GpuFinding>> gpu_modes_across(const std::vector<std::string>& hosts,
+                                                      const std::vector<std::vector<GpuReadings>>& nodes) {
+    std::vector<std::vector<GpuFinding>> out(nodes.size());
+    struct Mode {
+        std::optional<bool> GpuReadings::*field;
+        const char* name;
+        bool fail;
+        const char* fix;
+    };
+    const Mode modes[] = {
+        {&GpuReadings::ecc_enabled, "ECC", false,
+         "set ECC alike on every node (nvidia-smi -e 1, then a GPU reset) at the next maintenance"},
+        {&GpuReadings::mig_enabled, "MIG mode", true,
+         "turn MIG mode off on its GPUs (nvidia-smi -mig 0, then a GPU reset), or ask Slurm for nodes alike "
+         "(--constraint)"},
+    };
+    for (const Mode& m : modes) {
+        std::map<std::string, std::vector<std::size_t>> by;
+        for (std::size_t i = 0; i < nodes.size(); ++i)
+            if (const std::string v = node_mode(nodes[i], m.field); !v.empty()) by[v].push_back(i);
+        if (by.size() < 2) continue;
+        std::size_t most = 0;
+        std::string common;
+        for (const auto& [v, who] : by)
+            if (who.size() > most) most = who.size(), common = v;
+        if (std::count_if(by.begin(), by.end(), [&](const auto& e) { return e.second.size() == most; }) > 1)
+            continue;  // no majority: nobody is the odd one
+        for (const auto& [v, who] : by) {
+            if (v == common) continue;
+            for (std::size_t i : who)
+                out[i].push_back({m.fail, (i < hosts.size() ? hosts[i] : "node" + std::to_string(i)) + " GPUs: " +
+                                              m.name + " " + v + ", most nodes " + common + "; fix: " + m.fix});
+        }
     }
     return out;
 }

@@ -31,12 +31,25 @@ struct GpuReadings {
     int nvlinks = 0, nvlinks_up = 0;  // links that exist, links up
     // Clock event reasons (NVML's throttle reasons) in force now.
     bool hw_slowdown = false, hw_thermal = false, sw_thermal = false, power_brake = false;
+    // ECC and MIG mode in force now; none where NVML does not say (a GPU
+    // without ECC or MIG, an earlier build).
+    std::optional<bool> ecc_enabled, mig_enabled;
 };
 
 struct GpuFinding {
     bool fail = false;  // else a warning
     std::string text;   // "node3 GPU1 (0000:19:00.0): ...; fix: ..."
 };
+
+// ECC and MIG mode against the step's other nodes, by majority of the
+// nodes whose GPUs say (a node's GPUs that differ among themselves are a
+// value of their own): ECC otherwise than on most nodes warns (its memory
+// errors go unseen, or it has less memory than the others); MIG mode
+// otherwise than on most nodes fails (its GPUs are slices of a GPU: every
+// step waits for it). Alike nodes, or no majority: none. Per node of
+// `nodes` (each its GPUs' readings), its findings.
+std::vector<std::vector<GpuFinding>> gpu_modes_across(const std::vector<std::string>& hosts,
+                                                      const std::vector<std::vector<GpuReadings>>& nodes);
 
 // The findings for one node's GPUs (those of the step there). `ours`: the
 // pids of this check's own processes on the node, never foreign.

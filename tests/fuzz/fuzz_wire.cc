@@ -270,6 +270,8 @@ msg::Ready ready_from(Source& s) {
         g.nvlinks_up = -s.integer();
         g.hw_slowdown = s.flag();
         g.power_brake = s.flag();
+        if (s.flag()) g.ecc_enabled = s.flag();
+        if (s.flag()) g.mig_enabled = s.flag();
         r.health.push_back(g);
     }
     r.fingerprint = s.text();

@@ -83,6 +83,42 @@ static void pcie_below_max_warns(void**) {
     assert_contains(f[0].text, "GPU3 (00000000:21:00.0): PCIe link at gen 3, the slot and GPU can do gen 5");
 }
 
+// ECC and MIG mode against the other nodes: the odd node named, ECC a
+// warning, MIG a failure; alike nodes, nodes that do not say, or no
+// majority: nothing.
+static void ecc_and_mig_mode_against_the_others(void**) {
+    auto with = [](std::optional<bool> ecc, std::optional<bool> mig) {
+        auto g = node4();
+        for (auto& x : g) {
+            x.ecc_enabled = ecc;
+            x.mig_enabled = mig;
+        }
+        return g;
+    };
+    const std::vector<std::string> hosts = {"n0", "n1", "n2"};
+    auto f = gpu_modes_across(hosts, {with(true, false), with(false, false), with(true, false)});
+    assert_int_equal(f.size(), 3);
+    assert_true(f[0].empty() && f[2].empty());
+    assert_int_equal(f[1].size(), 1);
+    assert_false(f[1][0].fail);
+    assert_str(f[1][0].text, "n1 GPUs: ECC off, most nodes on; fix: set ECC alike on every node (nvidia-smi -e 1, then "
+                             "a GPU reset) at the next maintenance");
+    f = gpu_modes_across(hosts, {with(true, false), with(true, false), with(true, true)});
+    assert_int_equal(f[2].size(), 1);
+    assert_true(f[2][0].fail);
+    assert_contains(f[2][0].text, "n2 GPUs: MIG mode on, most nodes off; fix: turn MIG mode off");
+    // One GPU of a node otherwise than its others: "mixed".
+    auto mixed = with(true, false);
+    mixed[3].ecc_enabled = false;
+    f = gpu_modes_across(hosts, {with(true, false), mixed, with(true, false)});
+    assert_contains(f[1][0].text, "n1 GPUs: ECC mixed, most nodes on");
+    // Alike, unknown, or two nodes apart: nothing.
+    for (const auto& nodes : {std::vector<std::vector<GpuReadings>>{with(true, false), with(true, false)},
+                              std::vector<std::vector<GpuReadings>>{with(std::nullopt, std::nullopt), with(true, true)},
+                              std::vector<std::vector<GpuReadings>>{with(true, false), with(false, true)}})
+        for (const auto& per_node : gpu_modes_across(hosts, nodes)) assert_true(per_node.empty());
+}
+
 // NVLink down is judged against the node's other GPUs: a PCIe-only node
 // (no links at all) is fine; one GPU with fewer links than the rest fails.
 static void nvlink_down_against_the_node(void**) {
@@ -123,7 +159,8 @@ int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy_node_has_no_findings), cmocka_unit_test(foreign_process_fails_naming_pid_and_memory),
         cmocka_unit_test(own_ranks_are_not_foreign),    cmocka_unit_test(memory_faults_fail),
-        cmocka_unit_test(pcie_below_max_warns),         cmocka_unit_test(nvlink_down_against_the_node),
+        cmocka_unit_test(pcie_below_max_warns),
+        cmocka_unit_test(ecc_and_mig_mode_against_the_others),         cmocka_unit_test(nvlink_down_against_the_node),
         cmocka_unit_test(throttling),                   cmocka_unit_test(no_nvml_warns_once),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
