@@ -43,8 +43,9 @@ std::vector<std::string> files_in(const std::string& dir) {
 }
 
 // Installed verbs providers (rdma-core's /etc/libibverbs.d), and the ones
-// the node's ACTIVE RDMA ports need, from their kernel drivers in sysfs.
-void verbs_of_node(Fingerprint& f) {
+// the node's ACTIVE RDMA ports need, from their kernel drivers in sysfs
+// under `root`.
+void verbs_of_node(Fingerprint& f, const std::string& root) {
     const char* conf = std::getenv("MN_PREFLIGHT_VERBS_DIR");
     const std::string dir = conf && *conf ? conf : "/etc/libibverbs.d";
     struct stat sb {};
@@ -54,7 +55,6 @@ void verbs_of_node(Fingerprint& f) {
         if (auto p = verbs_provider_of_file(file); !p.empty()) have.insert(p);
     // The ports as fabric discovery reads them; each ACTIVE port's HCA needs
     // the provider of its kernel driver.
-    const std::string root = user_sysfs_root(process_env());
     std::set<std::string> active;
     for (const auto& port : read_sysfs_ports(root))
         if (port.state == "ACTIVE") active.insert(port.hca);
@@ -98,9 +98,9 @@ namespace {
 std::string read_node(const std::string& host, const std::vector<std::string>& nccl_env) {
     Fingerprint f;
     f.host = host;
-    auto verbs = std::async(std::launch::async, [&f] {
-        verbs_of_node(f);
-        const std::string root = user_sysfs_root(process_env());
+    const std::string root = user_sysfs_root(process_env());
+    auto verbs = std::async(std::launch::async, [&f, &root] {
+        verbs_of_node(f, root);
         f.hca_firmware = read_hca_firmware(root);
         f.verbs_library = verbs_library();
         const ImageIdentity image = image_identity("/");
@@ -109,7 +109,7 @@ std::string read_node(const std::string& host, const std::vector<std::string>& n
     });
     const gpu::Identity id = gpu::identity();
     verbs.get();
-    f.pcie = read_pcie_links(user_sysfs_root(process_env()), gpu_buses_on_purpose().value_or(id.gpu_buses));
+    f.pcie = read_pcie_links(root, gpu_buses_on_purpose().value_or(id.gpu_buses));
     f.nccl_env_known = true;
     f.nccl_env = nccl_env;
     f.nccl = nccl_version_text(id.nccl_code);

@@ -259,13 +259,9 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
 // after 1 GiB rounds slowed by it; readiness has it in about 1 s.
 bool gpus_healthy(Lead& l) {
     std::vector<std::string> failed;
-    const auto pids = l.pids_by_node();
-    const auto across = gpu_modes_across(l.hosts(), l.node_health);
-    for (std::size_t i = 0; i < l.node_health.size() && i < l.rep.nodes.size(); ++i) {
-        if (l.node_health[i].empty()) continue;  // no GPU readings: nothing NVML can fail
-        auto findings = gpu_health(l.rep.nodes[i].host, l.node_health[i], pids[i]);
-        findings.insert(findings.end(), across[i].begin(), across[i].end());
-        for (const auto& f : findings)
+    const auto findings = gpu_findings(l.hosts(), l.node_health, l.pids_by_node());
+    for (std::size_t i = 0; i < findings.size() && i < l.rep.nodes.size(); ++i) {
+        for (const auto& f : findings[i])
             if (f.fail) {
                 failed.push_back(l.rep.nodes[i].host);
                 break;

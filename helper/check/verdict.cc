@@ -51,13 +51,9 @@ void weigh(const Step& st, Lead& l) {
                             " did not report within --timeout " + num(st.o.timeout, -1) + " s";
     }
     // GPU health (NVML) per node: a fail blames the node, a warning is a note.
-    const auto pids = l.pids_by_node();
-    const auto across = gpu_modes_across(l.hosts(), l.node_health);  // ECC and MIG mode against the others
-    for (std::size_t i = 0; i < l.node_health.size() && i < rep.nodes.size(); ++i) {
-        if (l.node_health[i].empty()) continue;
-        auto findings = gpu_health(rep.nodes[i].host, l.node_health[i], pids[i]);
-        findings.insert(findings.end(), across[i].begin(), across[i].end());
-        for (const auto& f : findings) {
+    const auto findings = gpu_findings(l.hosts(), l.node_health, l.pids_by_node());
+    for (std::size_t i = 0; i < findings.size() && i < rep.nodes.size(); ++i) {
+        for (const auto& f : findings[i]) {
             if (f.fail) rep.nodes[i].problems.push_back({VerdictKind::Fault, f.text.substr(rep.nodes[i].host.size() + 1)});
             else rep.notes.push_back("warning: " + f.text);
         }

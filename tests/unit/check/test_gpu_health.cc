@@ -112,6 +112,15 @@ static void ecc_and_mig_mode_against_the_others(void**) {
     mixed[3].ecc_enabled = false;
     f = gpu_modes_across(hosts, {with(true, false), mixed, with(true, false)});
     assert_contains(f[1][0].text, "n1 GPUs: ECC mixed, most nodes on");
+    // With each node's own findings, in one list per node: its own first.
+    auto busy = with(true, true);
+    busy[0].processes.push_back({4242, "other", 1024});
+    const auto all = gpu_findings(hosts, {with(true, false), with(true, false), busy}, {kOurs, kOurs, kOurs});
+    assert_int_equal(all.size(), 3);
+    assert_true(all[0].empty() && all[1].empty());
+    assert_int_equal(all[2].size(), 2);
+    assert_contains(all[2][0].text, "another process is on this GPU: pid 4242");
+    assert_contains(all[2][1].text, "n2 GPUs: MIG mode on, most nodes off");
     // Alike, unknown, or two nodes apart: nothing.
     for (const auto& nodes : {std::vector<std::vector<GpuReadings>>{with(true, false), with(true, false)},
                               std::vector<std::vector<GpuReadings>>{with(std::nullopt, std::nullopt), with(true, true)},
