@@ -102,11 +102,26 @@ Reply Lead::lose(const Heard& h, const std::vector<bool>& waiting) {
     const bool carried_owed =
         std::any_of(h.carried.begin(), h.carried.end(), [&](uint32_t m) { return m < waiting.size() && waiting[m]; });
     if (s == msg::Stage::Collective && !owed && !carried_owed) return Reply::Ignored;
-    note(h.rank, RankState::Fault, loss_words(h.gone, h.error, s));
+    if (h.after_pause) {
+        const OwnPause& p = *h.after_pause;
+        const std::string pause = pause_words(p) + " in " + msg::stage_name(s);
+        rep.notes.push_back(who(h.rank) + ": ended while rank 0 was " + pause + " (a rank gives up on rank 0 after " +
+                            num(kSilence, -1) + " s without a word from it): not its fault");
+        note(h.rank, RankState::Stopped, "");
+        if (pause_kind(p) == PauseKind::Stopped) {
+            note(0, RankState::Fault, pause + "; the ranks waiting for it gave up");
+        } else if (rep.disturbed.empty()) {
+            rep.disturbed = who(0) + ": " + pause + "; the ranks waiting for it gave up";
+            rep.disturbed_by = "load";
+        }
+    } else {
+        note(h.rank, RankState::Fault, loss_words(h.gone, h.error, s));
+    }
     if (s == msg::Stage::Rendezvous) {
         // `waiting`: the ranks not yet come, named apart (lost_in_rendezvous).
         for (uint32_t r = 0; r < waiting.size(); ++r)
-            if (!waiting[r] && r != h.rank) note(r, RankState::Stopped, "");
+            if (!waiting[r] && r != h.rank && (r >= evidence.size() || evidence[r].state == RankState::Done))
+                note(r, RankState::Stopped, "");
         return Reply::Stop;
     }
     if (s != msg::Stage::Collective || !owed) stop_the_rest();

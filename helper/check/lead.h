@@ -139,7 +139,10 @@ struct Lead {
     // its result is the pair tests' to find (Ignored), unless it was a
     // node's speaker that carried ranks still owing theirs; there a rank
     // lost while waited for is a fault like a failed result, and those
-    // that replied keep it.
+    // that replied keep it. A loss just after rank 0's own pause
+    // (Heard::after_pause) is the pause's: the rank is not named; rank 0's
+    // node is, for a pause it did not wait for a CPU in (stopped), and a
+    // starved one disturbed the check (no node named).
     Reply lose(const Heard& h, const std::vector<bool>& waiting);
     // Rank 0's wait for a message M from each rank still marked in
     // `waiting`, its own from `mine` (its thread), in the order they come,

@@ -423,7 +423,7 @@ std::string report_table(const PreflightReport& r) {
     out += std::string(r.code == kPass ? "PASS" : "FAIL") + " (" + num(r.elapsed, 1) + " s" +
            (r.code == kTimeout ? ", time-out" : "") +
            (!r.skew.empty()        ? ", mn-preflight releases differ: no node is to blame"
-            : !r.disturbed.empty() ? ", disturbed by strangers: no node is to blame"
+            : !r.disturbed.empty() ? ", disturbed by " + r.disturbed_by + ": no node is to blame"
                                    : "") +
            ")\n";
     return out;
@@ -435,7 +435,10 @@ Json report_object(const PreflightReport& r) {
     j["verdict"] = r.code == kPass ? "PASS" : "FAIL";
     j["exit_code"] = r.code;
     j["elapsed_s"] = json_rounded(r.elapsed, 3);
-    if (!r.disturbed.empty()) j["disturbed"] = json_text(r.disturbed);
+    if (!r.disturbed.empty()) {
+        j["disturbed"] = json_text(r.disturbed);
+        j["disturbed_by"] = json_text(r.disturbed_by);
+    }
     if (!r.skew.empty()) j["skew"] = json_text(r.skew);
     j["nodes"] = Json::array();
     for (const NodeReport& n : r.nodes)

@@ -155,6 +155,9 @@ struct PreflightReport {
     // Strangers (connections without the step secret) came while the check
     // ran out of time: it fails, but no node is to blame for it.
     std::string disturbed;  // what they did, one line; "" when they did not disturb it
+    // Who: strangers, or "load" (rank 0 starved of CPU long enough for the
+    // ranks to give up on it).
+    std::string disturbed_by = "strangers";
     // Ranks of the step came speaking another mn-preflight protocol (nodes
     // of another release, further apart than one protocol): it fails, but
     // no node is to blame. Who and which releases, one line; "" otherwise.

@@ -129,6 +129,35 @@ std::optional<Stall> StallWatch::look(double now, const std::vector<ProcStat>& t
     return found;
 }
 
+PauseKind pause_kind(const OwnPause& p) {
+    if (!p.waited_for_cpu) return PauseKind::Unknown;
+    return *p.waited_for_cpu >= p.seconds / 2 ? PauseKind::Starved : PauseKind::Stopped;
+}
+
+std::string pause_words(const OwnPause& p) {
+    const std::string waited =
+        p.waited_for_cpu ? "it waited " + num(*p.waited_for_cpu, 1) + " s of it for a CPU: " : std::string();
+    switch (pause_kind(p)) {
+        case PauseKind::Stopped:
+            return "not running for " + num(p.seconds, 1) + " s (" + waited +
+                   "stopped, as by SIGSTOP, a cgroup freezer or a paused machine)";
+        case PauseKind::Starved:
+            return "starved of CPU for " + num(p.seconds, 1) + " s (" + waited + "its node is overloaded)";
+        case PauseKind::Unknown: break;
+    }
+    return "not running for " + num(p.seconds, 1) + " s (stopped or starved: its CPU wait is not readable)";
+}
+
+bool pause_outlasts(const OwnPause& p, double silence, double beat) { return p.seconds + beat >= silence; }
+
+std::optional<double> parse_schedstat_delay(const std::string& text) {
+    const auto f = split_list(trim(text), ' ');
+    if (f.size() != 3) return std::nullopt;
+    const auto ns = whole(f[1]);
+    if (!ns) return std::nullopt;
+    return static_cast<double>(*ns) / 1e9;
+}
+
 std::string ended_words(int status, int* signal) {
     if (signal) *signal = 0;
     if (WIFSIGNALED(status)) {

@@ -65,6 +65,30 @@ private:
     std::map<int, Seen> seen_;
 };
 
+// This process's own pause: a loop of its (rank 0's control thread) came
+// round `seconds` late. The time it waited for a CPU meanwhile (run_delay
+// in /proc/thread-self/schedstat) tells the two apart: a thread that was
+// runnable most of the gap was starved by its node's load; one that was
+// not was not running at all (SIGSTOP, a cgroup freezer, a paused VM).
+struct OwnPause {
+    double seconds = 0;
+    std::optional<double> waited_for_cpu;  // unset where schedstat is not readable
+};
+enum class PauseKind { Stopped, Starved, Unknown };
+PauseKind pause_kind(const OwnPause& p);
+// "not running for 5.1 s (it waited 0.0 s of it for a CPU: stopped, as by
+// SIGSTOP, a cgroup freezer or a paused machine)"; "starved of CPU for
+// 5.1 s (it waited 4.9 s of it for a CPU: its node is overloaded)".
+std::string pause_words(const OwnPause& p);
+// The ranks waiting on this process give up after `silence` seconds
+// without a word, and its words go every `beat` seconds: a pause this long
+// may have made them give up.
+bool pause_outlasts(const OwnPause& p, double silence, double beat);
+
+// /proc/PID/schedstat's text ("exec_ns run_delay_ns timeslices"): the time
+// spent waiting for a CPU, in seconds.
+std::optional<double> parse_schedstat_delay(const std::string& text);
+
 // How a program ended, from waitpid's status: "exited with code 3",
 // "killed by signal 9 (SIGKILL)". `signal` is set for a death by signal.
 std::string ended_words(int wait_status, int* signal = nullptr);

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/build.sh
+make -s bench  # bench_discover: not part of make
 fx=$(mktemp -d /tmp/mn-bench-sysfs.XXXXXX)
 trap 'rm -rf "$fx"' EXIT
 bash tests/fixtures/make-sysfs.sh "$fx"

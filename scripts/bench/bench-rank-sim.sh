@@ -10,13 +10,15 @@
 #
 # Each DIR holds a build's helper/mn-preflight and tests/bench/mn-rank-sim
 # (configured with --enable-test-hooks; a build's sim speaks its own
-# protocol). Default: this tree's build alone. MN_SIM_RANKS (default
+# protocol; `make bench` builds the sim). Default: this tree's build alone,
+# its sim built here. MN_SIM_RANKS (default
 # "8192 16384"), MN_SIM_MODES (default "healthy silent").
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 rounds=${1:-3}
 builds=${MN_SIM_BUILDS:-"this=$here"}
 ranks=${MN_SIM_RANKS:-"8192 16384"}
+[ -n "${MN_SIM_BUILDS:-}" ] || make -s -C "$here" bench
 modes=${MN_SIM_MODES:-"healthy silent"}
 out=$(mktemp -d /tmp/mn-bench-rank-sim.XXXXXX)
 trap 'rm -rf "$out"' EXIT

@@ -11,6 +11,7 @@
 #                                   into tests/fuzz/corpus (-merge=1).
 #   scripts/test/fuzz.sh [...] TARGET... only these targets (hostlist, sysfs, ...)
 #
+# MN_FUZZ_JOBS targets run at once (default: one per core).
 # Prints per target: executions, coverage (cov: edges, ft: features), corpus
 # size and the result; the last line is "fuzz: N passed, M failed".
 set -uo pipefail
@@ -36,7 +37,7 @@ build_copy "$build" CXX=clang++ --enable-fuzz || { echo "fuzz: configure failed"
 make -s -C "$build" -j2 fuzz >"$build/make.out" 2>&1 || { tail -30 "$build/make.out"; echo "fuzz: build failed"; exit 1; }
 
 if [ $long = 1 ]; then
-  secs=$((minutes * 60 / ${#targets[@]}))
+  secs=$((minutes * 60 * ${MN_FUZZ_JOBS:-$(nproc)} / ${#targets[@]}))
   nice=(nice -n 19)
 else
   secs=${MN_FUZZ_SECONDS:-30}
@@ -46,6 +47,32 @@ work=$(mktemp -d /tmp/mn-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export TMPDIR=$work  # the sysfs and hwloc targets write their inputs here
 
+# One target's run: its log, exit code and seconds into $work.
+fuzz_one() {
+  local t=$1 start
+  mkdir -p "$work/new-$t" "$work/art-$t"
+  start=$(date +%s)
+  "${nice[@]}" "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 \
+    -print_final_stats=1 -artifact_prefix="$work/art-$t/" "$work/new-$t" "$top/tests/fuzz/corpus/$t" \
+    >"$work/$t.log" 2>&1
+  echo $? >"$work/$t.rc"
+  echo $(($(date +%s) - start)) >"$work/$t.took"
+}
+# MN_FUZZ_JOBS targets at a time (default: one per core), so the run's
+# tail in CI, when the tests beside it are over, keeps every core busy.
+jobs=${MN_FUZZ_JOBS:-$(nproc)}
+running=0
+for t in "${targets[@]}"; do
+  [ -x "$build/tests/fuzz/fuzz_$t" ] || continue
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+
 passed=0
 failed=0
 table=""
@@ -53,12 +80,8 @@ for t in "${targets[@]}"; do
   bin=$build/tests/fuzz/fuzz_$t
   seeds=$top/tests/fuzz/corpus/$t
   [ -x "$bin" ] || { echo "fuzz: no target $t"; failed=$((failed + 1)); continue; }
-  mkdir -p "$work/new-$t" "$work/art-$t"
-  start=$(date +%s)
-  "${nice[@]}" "$bin" -max_total_time="$secs" -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
-    -artifact_prefix="$work/art-$t/" "$work/new-$t" "$seeds" >"$work/$t.log" 2>&1
-  rc=$?
-  took=$(($(date +%s) - start))
+  rc=$(cat "$work/$t.rc" 2>/dev/null || echo 1)
+  took=$(cat "$work/$t.took" 2>/dev/null || echo 0)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
   last=$(grep -E '^#[0-9]+' "$work/$t.log" | grep -E 'cov: ' | tail -1)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The plugin's option values and plugstack.conf arguments: --mn-nccl and
 // MN_NCCL (parse_mode), --mn-nccl-launch, --mn-emulate-nodes, port_range and
-// the other plugstack arguments (parse_site_config), MASTER_PORT, and the GPU
+// the other plugstack arguments (parse_site_config, watch= included), MASTER_PORT, and the GPU
 // lists (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS). Input: lines; the first
 // byte of each picks the parser. Every line is also a --mn-preflight value
 // (MN_NCCL_PREFLIGHT) and, split at spaces, mn-preflight check's argv: both
@@ -12,6 +12,7 @@
 #include "tests/fuzz/fuzz.h"
 #include "lib/check/check_options.h"
 #include "lib/check/preflight_request.h"
+#include "lib/check/watch_request.h"
 #include "lib/plan/config.h"
 #include "lib/plan/step_layout.h"
 #include "lib/plan/step_plan.h"
@@ -178,6 +179,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
             if ((ok = !val.empty() && val[0] == '/')) want.history_dir = val;
         } else if (eq != std::string::npos && key == "metrics_dir") {
             if ((ok = !val.empty() && val[0] == '/')) want.metrics_dir = val;
+        } else if (eq != std::string::npos && key == "watch") {
+            auto w = mn::parse_watch_request(val, "watch");
+            if ((ok = w.ok())) want.watch = *w;
         }
         bad += !ok;
     }
@@ -188,7 +192,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
                    got.force == want.force && got.sysfs_root == want.sysfs_root &&
                    got.user_sysfs_root == want.user_sysfs_root &&
                    got.preflight == want.preflight && got.history_dir == want.history_dir &&
-                   got.metrics_dir == want.metrics_dir,
+                   got.metrics_dir == want.metrics_dir && got.watch.enabled == want.watch.enabled &&
+                   got.watch.abort == want.watch.abort && got.watch.window == want.watch.window &&
+                   (!got.watch.enabled || got.watch.source == mn::kWatchSiteSource),
                "the config differs from the arguments taken");
     return 0;
 }

@@ -211,6 +211,24 @@ t_rank0_stopped() {
   pass "$name (verdict ${MS} ms after the stop)"
 }
 
+# Rank 0 stopped before the rendezvous is over (rank 2 comes 8 s late): no
+# standby is named yet, so rank 1, hearing nothing for 3 s, gives up and
+# ends. Rank 0, resumed 10 s later, sees rank 1's end right after its own
+# pause: that end is the pause's doing. Rank 0 names its own node (it was
+# not running and did not wait for a CPU: stopped), never node1.
+t_rank0_stopped_in_rendezvous() {
+  local name="rank 0 stopped while the rendezvous waits for a late rank: rank 1 gives up; rank 0, resumed, names node0 (not running, stopped), notes rank 1's end as not its fault, never blames node1"
+  TASKS=2 signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c \
+    "if [ \$SLURM_PROCID = 2 ]; then sleep 8; fi; $(pid_then "$PF" --timeout 40 --size 64M --iters 50)"
+  # Exit 1 (rank 0's verdict), or 3 where the late rank 2 found rank 0 gone.
+  [ $RC -eq 1 ] || [ $RC -eq 3 ] && has '^err.1: .*rank 0 was lost before it named the standbys' &&
+    has '^out.0: problem: node0: rank 0: not running for [0-9.]+ s \(it waited [0-9.]+ s of it for a CPU: stopped, as by SIGSTOP, a cgroup freezer or a paused machine\) in (the rendezvous|readiness); the ranks waiting for it gave up' &&
+    [ "$(count '^out.0: problem:')" = 1 ] && has '^out.0: note: node1 rank 1: ended while rank 0 was not running .*: not its fault' &&
+    ! has '^out.[0-9]+: (problem: )?node1 .*(its process ended|stopped answering)' && [ "$(count '^out.[0-9]+: (FAIL|PASS)')" = 1 ] ||
+    { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
 # The standby's door is a port like the others: another user on node1
 # holds connections to every port it finds there (the standby's and the
 # data port among them, read from /proc/net/tcp) while rank 0 is stopped.

@@ -2,8 +2,10 @@
 // Rank 0's hub, a job of the control thread (hub.h says what it owns).
 #include "helper/check/control/hub.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -36,7 +38,28 @@ struct HubView {
     std::map<uint32_t, Line*> lines;
     std::map<uint32_t, double> heard;  // the lines still watched: when last heard
     std::vector<uint32_t> standbys;
+    // This process's last pause long enough for the ranks to give up on it,
+    // and when it ended: losses seen within kSilence after it are its own.
+    std::optional<OwnPause> pause;
+    double pause_end = 0;
 };
+
+// The time this thread has waited for a CPU so far; none where the kernel
+// keeps no schedstat.
+std::optional<double> cpu_wait() {
+    char buf[128];
+    const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return std::nullopt;
+    return parse_schedstat_delay(std::string(buf, static_cast<std::size_t>(n)));
+}
+
+// A loss just after this process's own pause is the pause's doing.
+void mark_pause(const HubView& w, Heard& h) {
+    if (w.pause && now_s() - w.pause_end <= kSilence) h.after_pause = w.pause;
+}
 
 // What the hub heard, by kind, and the beats it sent (control_messages_by_kind).
 enum Kind { kBeatIn, kSuperseded, kReady, kResult, kPairReport, kGpuRetestReport, kRelayed, kBeatOut, kKinds };
@@ -97,6 +120,7 @@ void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, 
         case msg::Carried::What::Gone:
             h.error = c.error;
             h.gone = c.silent ? Gone::StoppedAnswering : Gone::Ended;
+            mark_pause(w, h);
             break;
         case msg::Carried::What::Said: {
             auto m = msg::decode_from_rank(c.body.bytes);
@@ -115,6 +139,7 @@ void take_relayed(Hub::State& s, const HubView& w, const Self& self, bool json, 
 // A line's end (or silence): said once.
 void lose(Hub::State& s, HubView& w, Heard h) {
     w.heard.erase(h.rank);
+    mark_pause(w, h);
     s.heard.put(std::move(h));
 }
 
@@ -173,6 +198,7 @@ struct HubRun {
     bool json = false;
     HubView w;
     Pulse pulse;
+    std::optional<double> waited_before;  // cpu_wait() at the last turn
     double next_beat = 0;
     bool turn() {
         msg::Stage stage;
@@ -193,10 +219,22 @@ struct HubRun {
         // This process was stopped, or the rendezvous is quiet: nobody's
         // silence counts (and the clocks start afresh after it).
         const bool quiet = stage == msg::Stage::Rendezvous && quiet_rendezvous(self.world);
-        if (pulse.skipped() || quiet) {
+        const std::optional<double> waited = cpu_wait();
+        const bool skipped = pulse.skipped();
+        if (skipped || quiet) {
             const double now = now_s();
             for (auto& [r, t] : w.heard) t = now;
         }
+        if (skipped) {
+            OwnPause p;
+            p.seconds = pulse.gap();
+            if (waited && waited_before) p.waited_for_cpu = std::max(0.0, *waited - *waited_before);
+            if (pause_outlasts(p, kSilence, beat_period(self.world))) {
+                w.pause = p;
+                w.pause_end = now_s();
+            }
+        }
+        waited_before = waited;
         if (!quiet) beat_and_watch(*s, w, stage, next_beat, beat_period(self.world));
         // Asked to settle: read everything there is now, without waiting.
         // Reading stops by 0.2 s whatever keeps coming, for the next beats.

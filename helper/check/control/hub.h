@@ -17,6 +17,7 @@
 #include "helper/check/control/line.h"
 #include "helper/check/control/messages.h"
 #include "helper/check/self.h"
+#include "lib/check/stall.h"
 
 namespace mn::check {
 
@@ -34,6 +35,10 @@ struct Heard {
     // A speaker's line lost: the ranks that rank 0 knew it spoke for, who
     // can no longer reply (filled by rank 0's membership, Lead::hear).
     std::vector<uint32_t> carried;
+    // Rank 0 itself paused long enough for the ranks to give up on it just
+    // before this loss (SIGSTOP, a starved CPU): the loss is the pause's
+    // doing, not the rank's (Lead::lose).
+    std::optional<OwnPause> after_pause;
 };
 
 class Hub {

@@ -5,9 +5,9 @@ namespace mn::check {
 
 bool Pulse::skipped(double limit) {
     const double now = now_s();
-    const bool gap = now - last_ > limit;
+    gap_ = now - last_;
     last_ = now;
-    return gap;
+    return gap_ > limit;
 }
 
 std::vector<uint32_t> stopped_answering(std::map<uint32_t, double>& heard, const wire::Mux& mux, double now) {

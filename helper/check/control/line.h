@@ -64,9 +64,11 @@ constexpr double kSilence = 3.0;
 class Pulse {
 public:
     bool skipped(double limit = 1.0);
+    double gap() const { return gap_; }  // the last turn's, in seconds
 
 private:
     double last_ = now_s();
+    double gap_ = 0;
 };
 
 // A control connection: a phase's thread and the control thread both

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The hang watch's rules (lib/check/stall) and its request
+// The hang watch's rules (lib/check/stall), rank 0's own pauses, and its request
 // (lib/check/watch_request), on /proc lines as the kernel writes them.
 #include <sys/wait.h>
 
@@ -177,12 +177,42 @@ static void watch_command_line(void**) {
     assert_contains(c.error, "--window is an option of watch, not of check");
 }
 
+// Rank 0's own pause: the CPU wait of /proc/thread-self/schedstat tells a
+// stopped process from a starved one, and only a pause the waiting ranks
+// could have given up over counts.
+static void own_pauses(void**) {
+    assert_true(parse_schedstat_delay("1843220871 4800000000 1227\n") == 4.8);
+    assert_false(parse_schedstat_delay("1843220871 48x 1227").has_value());
+    assert_false(parse_schedstat_delay("1843220871").has_value());
+    assert_false(parse_schedstat_delay("").has_value());
+
+    OwnPause stopped{5.1, 0.02};
+    assert_true(pause_kind(stopped) == PauseKind::Stopped);
+    assert_str(pause_words(stopped),
+               "not running for 5.1 s (it waited 0.0 s of it for a CPU: stopped, as by SIGSTOP, a cgroup freezer or "
+               "a paused machine)");
+    OwnPause starved{5.1, 4.9};
+    assert_true(pause_kind(starved) == PauseKind::Starved);
+    assert_str(pause_words(starved), "starved of CPU for 5.1 s (it waited 4.9 s of it for a CPU: its node is overloaded)");
+    // Half the gap spent waiting is the line between the two.
+    assert_true(pause_kind(OwnPause{4.0, 2.0}) == PauseKind::Starved);
+    assert_true(pause_kind(OwnPause{4.0, 1.9}) == PauseKind::Stopped);
+    OwnPause unknown{3.2, std::nullopt};
+    assert_true(pause_kind(unknown) == PauseKind::Unknown);
+    assert_contains(pause_words(unknown), "stopped or starved");
+
+    // Silence 3 s, a word every 0.5 s: a 2.5 s pause may have been 3 s of silence.
+    assert_true(pause_outlasts(OwnPause{2.5, 0.0}, 3.0, 0.5));
+    assert_false(pause_outlasts(OwnPause{2.4, 0.0}, 3.0, 0.5));
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(proc_stat_lines),      cmocka_unit_test(the_task_tree_only),
         cmocka_unit_test(stopped_for_the_window), cmocka_unit_test(stuck_in_the_kernel),
         cmocka_unit_test(how_a_program_ended),  cmocka_unit_test(the_report),
         cmocka_unit_test(watch_requests),       cmocka_unit_test(watch_command_line),
+        cmocka_unit_test(own_pauses),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
