@@ -158,9 +158,12 @@ one_run() {
   fi
   stop_bg
   unslow
-  named=$(sed -n 's/^problem: \(node[0-9]*\)\b.*/\1/p' "$log" | sort -u | paste -sd,)
+  # A node is named by a problem line, or by a time-out's "(none from NODE)"
+  # (a rank that never arrived: its node sent nobody).
+  named=$({ sed -n 's/^problem: \(node[0-9]*\)\b.*/\1/p' "$log"
+    sed -n 's/^time-out: .*(none from \([^)]*\)).*/\1/p' "$log" | tr ',' '\n'; } | sort -u | paste -sd,)
   disturbed=0
-  grep -q 'disturbed by strangers' "$log" && disturbed=1
+  grep -q 'disturbed by [a-z]*: no node is to blame' "$log" && disturbed=1
   verdict=$(grep -E '^(PASS|FAIL)' "$log" | head -1 | cut -c1-60)
 }
 
