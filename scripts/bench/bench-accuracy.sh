@@ -18,12 +18,16 @@
 #                from node1 and reopens each one cut off
 #   dataflood    another user holds idle connections to every data port as it opens
 #   held-port    another user holds the ports squeue's job id gives (steps 0-3)
+#   doorflood    two tasks a node, each node's ranks through its speaker's door
+#                (MN_PREFLIGHT_GATHER_ABOVE=1, as above 1,024 ranks); another
+#                user holds connections to node1's and the last node's doors
+#                (each node's second rank comes 1 s late)
 # Fault classes (the run must fail naming the node at fault, and nobody else):
 #   slow-2g, slow-500m, slow-20m  the last node's link limited by tc tbf
-#   stopped      the last node's rank SIGSTOPped 1.5 s (+1 s per 8 nodes) into a longer check
+#   stopped      the last node's rank SIGSTOPped 1.5 s after every rank began its rendezvous, in a longer check
 #                (resumed 10 s later)
 #   killed       the last node's rank SIGKILLed at that time
-#   rank0-stopped rank 0 SIGSTOPped at that time: the standby names node0
+#   rank0-stopped rank 0 SIGSTOPped at that time: a standby names node0 (or rank 0 itself, resumed, where the stop came before the rendezvous was over)
 #   skew         software skew: the last node's torch was built with NCCL 2.21.5,
 #                the others' with 2.27.3 (MN_PREFLIGHT_TORCH_NCCL, as a launcher says)
 # Measured, not claimed: slow-2g. On nodes that share one machine a slow
@@ -51,7 +55,7 @@ last=$((nodes - 1))
 PF=$top/helper/mn-preflight
 KEEP=${MN_BENCH_KEEP:-/tmp/mn-bench-accuracy-misses}
 mkdir -p "$KEEP"
-healthy_cases="quiet starved-one starved-all churn dataflood held-port"
+healthy_cases="quiet starved-one starved-all churn dataflood held-port doorflood"
 fault_cases="slow-2g slow-500m slow-20m stopped killed rank0-stopped skew"
 unclaimed="slow-2g"
 cases=${MN_BENCH_CASES:-$healthy_cases $fault_cases}
@@ -108,12 +112,14 @@ step_cmd() {
     local sig=STOP after="sleep 10; kill -CONT \$\$"
     [ "$c" = killed ] && sig=KILL after=":"
     # A longer check (64 MiB, 50 iterations: several seconds), so that the
-    # signal comes in its middle, as test_preflight's do: 1.5 s after the
-    # task starts, and 1 s more per 8 nodes (32 tasks starting on 2 cores
-    # reach the rendezvous seconds later; stopped before it, a rank that
-    # resumes in time is only late, and the check rightly passes).
-    local at; at=$(awk -v n="$nodes" 'BEGIN { printf "%.1f", 1.5 + n / 8 }')
-    echo "if [ \$SLURM_PROCID = $target ]; then ( sleep $at; kill -$sig \$\$; $after ) & fi; exec $PF --timeout 40 --size 64M --iters 50" ;;
+    # signal comes in its middle, as test_preflight's do: 1.5 s after every
+    # rank began its rendezvous (the MN_PREFLIGHT_START_LOG test hook; 32
+    # tasks starting on 2 cores come seconds apart, and a rank stopped
+    # before it came, resumed in time, is only late: the check rightly
+    # passes, and that is no fault to count).
+    local started=$out/started
+    echo "if [ \$SLURM_PROCID = $target ]; then ( for i in \$(seq 600); do [ \$(cut -d' ' -f1 $started 2>/dev/null | sort -u | wc -l) -ge $nodes ] && break; sleep 0.1; done; sleep 1.5; kill -$sig \$\$; $after ) & fi; MN_PREFLIGHT_START_LOG=$started exec $PF --timeout 40 --size 64M --iters 50" ;;
+  doorflood) echo "if [ \$SLURM_LOCALID = 1 ]; then sleep 1; fi; exec $PF --timeout 20" ;;  # the door open a second before its rank comes
   skew) echo "if [ \$SLURM_NODEID = $last ]; then export MN_PREFLIGHT_TORCH_NCCL=2.21.5; else export MN_PREFLIGHT_TORCH_NCCL=2.27.3; fi; exec $PF --timeout 20" ;;
   *) echo "exec $PF --timeout 20" ;;
   esac
@@ -123,11 +129,16 @@ step_cmd() {
 one_run() {
   local c=$1 port=$((24000 + RANDOM % 4000)) log=$out/run
   : >"$out/stranger.log"
+  rm -f "$out/started"
   case $c in
   starved-one) hogs 4 0 ;;
   starved-all) hogs $((4 * $(nproc))) ;;
   churn) as_stranger node1 churn 10.250.0.10 "$port" 40 --hold 6000 ;;
   dataflood) as_stranger node1 dataflood 10.250.0.11 40 --skip 6818 --most 300 ;;
+  doorflood)
+    as_stranger node1 doorflood 40 --most 300
+    as_stranger "node$last" doorflood 40 --most 300
+    ;;
   slow-*)
     local rate=${c#slow-}
     rate=${rate/g/gbit}
@@ -151,9 +162,10 @@ one_run() {
     rc=$(sacct -n -X -j "$j" -o ExitCode 2>/dev/null | head -1 | cut -d: -f1 | tr -d ' ')
     grep -q '^PASS' "$log" && rc=${rc:-0}
   else
-    local portvar=()
+    local portvar=() tasks=$nodes
     [[ $c == churn || $c == dataflood ]] && portvar=(MASTER_PORT=$port)
-    env "${portvar[@]}" timeout 120 srun -N"$nodes" -n"$nodes" --mn-nccl=auto bash -c "$(step_cmd "$c")" >"$log" 2>&1
+    [ "$c" = doorflood ] && portvar=(MN_PREFLIGHT_GATHER_ABOVE=1) tasks=$((2 * nodes))
+    env "${portvar[@]}" timeout 120 srun -N"$nodes" -n"$tasks" --ntasks-per-node=$((tasks / nodes)) --mn-nccl=auto bash -c "$(step_cmd "$c")" >"$log" 2>&1
     rc=$?
   fi
   stop_bg

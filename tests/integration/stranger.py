@@ -20,6 +20,12 @@ talks only to the address it is given (the local cluster's namespaces).
   stranger.py dataflood ADDR SECONDS [--skip PORT,...] [--most N]
       every listening port of this network namespace (/proc/net/tcp) but
       the skipped ones gets idle connections as soon as it opens.
+  stranger.py doorflood SECONDS [--most N]
+      every listening abstract socket of this network namespace whose name
+      /proc/net/unix shows starting with PREFIX (--prefix, default
+      "@mn-preflight-node-": the node doors that speakers open above 1,024
+      ranks) gets connections that each send one byte, held, and reopened
+      once cut off.
 Prints one line at the end: STRANGER mode=... connections=N.
 """
 import argparse
@@ -233,6 +239,51 @@ def dataflood(a):
     print(f"STRANGER mode=dataflood connections={n} ports={len(held)}", flush=True)
 
 
+def listening_doors(prefix):
+    names = set()
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+            if len(parts) >= 8 and parts[3] == "00010000" and parts[7].startswith(prefix):
+                names.add(parts[7])
+    return names
+
+
+def door_connect(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(0.2)
+    try:
+        s.connect("\0" + name[1:])
+        s.send(b"\x00")
+        s.setblocking(False)
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
+def doorflood(a):
+    end = time.time() + a.seconds
+    held = {}
+    n = 0
+    while time.time() < end and n < a.most:
+        for name in listening_doors(a.prefix):
+            conns = held.setdefault(name, [])
+            if not conns:
+                print(f"STRANGER holds connections to door {name[:28]}...", flush=True)
+            conns[:] = [s for s in conns if alive(s)]
+            while len(conns) < 8 and n < a.most:
+                s = door_connect(name)
+                if not s:
+                    break
+                conns.append(s)
+                n += 1
+        time.sleep(0.02)
+    print(f"STRANGER mode=doorflood connections={n} doors={len(held)}", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="mode", required=True)
@@ -258,9 +309,14 @@ def main():
     d.add_argument("seconds", type=float)
     d.add_argument("--skip", default="")
     d.add_argument("--most", type=int, default=400)
+    o = sub.add_parser("doorflood")
+    o.add_argument("seconds", type=float)
+    o.add_argument("--prefix", default="@mn-preflight-node-")
+    o.add_argument("--most", type=int, default=400)
     a = p.parse_args()
     a.seconds = min(a.seconds, 120.0)  # never outlives its test
-    {"squat": squat, "flood": flood, "churn": churn, "dataflood": dataflood}[a.mode](a)
+    modes = {"squat": squat, "flood": flood, "churn": churn, "dataflood": dataflood, "doorflood": doorflood}
+    modes[a.mode](a)
     return 0
 
 

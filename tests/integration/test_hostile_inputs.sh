@@ -205,6 +205,27 @@ t_flood_on_data_ports() {
   lines '^note: .*strangers' | cut -c1-400 | sed 's/^/    /'
 }
 
+# Node doors (the speakers' abstract sockets, open above 1,024 ranks; here
+# from 2 ranks by the test hook): their names show in /proc/net/unix once
+# bound, so another user on node1 and node2 holds connections to them
+# (one byte each, reopened once cut off) before the node's second rank
+# comes. The speakers admit their own ranks all the same: PASS, nobody named.
+t_flood_on_node_doors() {
+  local name="connections held at the node doors (abstract sockets read from /proc/net/unix, as any user can) on node1 and node2: the check still passes, nobody named"
+  as_stranger node1 doorflood 25 --most 300
+  as_stranger node2 doorflood 25 --most 300
+  sleep 0.3
+  # Each node's second rank comes 2 s late: its door is open meanwhile.
+  MN_PREFLIGHT_GATHER_ABOVE=1 run srun -N3 --ntasks-per-node=2 --mn-nccl bash -c \
+    "if [ \$SLURM_LOCALID = 1 ]; then sleep 2; fi; exec $PF --timeout 20"
+  stop_stranger
+  local doors; doors=$(grep -c '^STRANGER holds connections to door' "$OUT/stranger.log")
+  [ $RC -eq 0 ] && has '^PASS' && ! has '^problem: ' && [ "$doors" -ge 1 ] ||
+    { fail "$name" "rc=$RC doors held=$doors"; return; }
+  pass "$name ($doors doors held)"
+  lines '^note: .*strangers' | cut -c1-400 | sed 's/^/    /'
+}
+
 # The other side of it: node1 really slow (its link throttled with tc tbf,
 # as test_preflight.sh's t_slow_node, where it is named) while a stranger
 # holds connections to every data port it can find, new ones included.

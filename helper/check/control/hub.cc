@@ -42,6 +42,7 @@ struct HubView {
     // and when it ended: losses seen within kSilence after it are its own.
     std::optional<OwnPause> pause;
     double pause_end = 0;
+    double sending = 0;  // seconds the last turn spent in beats' sends (a full socket waits up to 1 s)
 };
 
 // The time this thread has waited for a CPU so far; none where the kernel
@@ -172,6 +173,7 @@ void take_event(Hub::State& s, HubView& w, const Self& self, bool json, const wi
 // Heartbeats out, silences in.
 void beat_and_watch(Hub::State& s, HubView& w, msg::Stage stage, double& next_beat, double period) {
     const double now = now_s();
+    w.sending = 0;
     if (now >= next_beat) {
         const wire::Body beat = msg::encode(msg::Beat{stage});
         for (const auto& [r, line] : w.lines)
@@ -180,6 +182,7 @@ void beat_and_watch(Hub::State& s, HubView& w, msg::Stage stage, double& next_be
                 g_by_kind[kBeatOut].fetch_add(1, std::memory_order_relaxed);
             }
         next_beat = now + period;
+        w.sending = now_s() - now;
     }
     for (uint32_t r : stopped_answering(w.heard, s.mux, now)) {
         Heard h;
@@ -226,8 +229,9 @@ struct HubRun {
             for (auto& [r, t] : w.heard) t = now;
         }
         if (skipped) {
+            // Time spent waiting to send is this thread's own work, not a pause.
             OwnPause p;
-            p.seconds = pulse.gap();
+            p.seconds = pulse.gap() - w.sending;
             if (waited && waited_before) p.waited_for_cpu = std::max(0.0, *waited - *waited_before);
             if (pause_outlasts(p, kSilence, beat_period(self.world))) {
                 w.pause = p;
