@@ -88,11 +88,19 @@ trap cleanup EXIT
 bash scripts/cluster/local-cluster.sh start >/dev/null || { echo "bench-accuracy: the cluster did not start"; exit 1; }
 eval "$(bash scripts/cluster/local-cluster.sh env)"
 
+# Debian's python3 (the stranger needs only its standard library): a
+# python3 earlier in root's PATH (pyenv's shims under /root) is one that
+# nobody may run, and a stranger that never started would make every
+# stranger condition a quiet run.
 as_stranger() {  # NODE ARGS...: stranger.py as nobody in NODE's namespace, in the background
   local node=$1; shift
-  ip netns exec "$node" setpriv --reuid=65534 --regid=65534 --clear-groups python3 "$stranger" "$@" \
+  ip netns exec "$node" setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 "$stranger" "$@" \
     >>"$out/stranger.log" 2>&1 &
   bg+=($!)
+  sleep 0.2
+  kill -0 "$!" 2>/dev/null && return
+  echo "bench-accuracy: the stranger ($*) did not start: $(head -c 300 "$out/stranger.log")" >&2
+  exit 2
 }
 hogs() {  # N [CPU]: N busy loops (pinned to CPU when given)
   local i
