@@ -24,7 +24,8 @@ uint32_t hook_bound(const char* var, uint32_t dflt);
 void log_start(const Self& self, double start);
 // The same file (test hook): "RANK UNIX_TIME WHAT" when the rank is done
 // with WHAT ("checked": its check over; what the process's end frees,
-// NCCL's communicators, comes after).
+// NCCL's communicators, comes after; "rendezvous": rank 0's, every rank
+// came).
 void log_end(const Self& self, const char* what);
 
 // Test hooks, obeyed only by a build configured with --enable-test-hooks

@@ -544,6 +544,7 @@ bool gather(Step& st, Lead& l) {
         return false;
     }
     send_roster(st, l);
+    log_end(self, "rendezvous");  // test hook: a fault injected after it comes mid-check
     l.cost.mark("rendezvous", st.start);
     progress(self, "rendezvous: " + std::to_string(self.world) + " ranks on " + std::to_string(l.rep.nodes.size()) +
                        " nodes in " + num(now_s() - st.start) + " s");

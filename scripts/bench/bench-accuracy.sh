@@ -24,7 +24,7 @@
 #                (each node's second rank comes 1 s late)
 # Fault classes (the run must fail naming the node at fault, and nobody else):
 #   slow-2g, slow-500m, slow-20m  the last node's link limited by tc tbf
-#   stopped      the last node's rank SIGSTOPped 1.5 s after every rank began its rendezvous, in a longer check
+#   stopped      the last node's rank SIGSTOPped 1 s after rank 0's rendezvous is over, in a longer check
 #                (resumed 10 s later)
 #   killed       the last node's rank SIGKILLed at that time
 #   rank0-stopped rank 0 SIGSTOPped at that time: a standby names node0 (or rank 0 itself, resumed, where the stop came before the rendezvous was over)
@@ -120,13 +120,13 @@ step_cmd() {
     local sig=STOP after="sleep 10; kill -CONT \$\$"
     [ "$c" = killed ] && sig=KILL after=":"
     # A longer check (64 MiB, 50 iterations: several seconds), so that the
-    # signal comes in its middle, as test_preflight's do: 1.5 s after every
-    # rank began its rendezvous (the MN_PREFLIGHT_START_LOG test hook; 32
-    # tasks starting on 2 cores come seconds apart, and a rank stopped
-    # before it came, resumed in time, is only late: the check rightly
-    # passes, and that is no fault to count).
+    # signal comes in its middle: 1 s after rank 0's rendezvous is over
+    # (its "0 TIME rendezvous" line in the MN_PREFLIGHT_START_LOG test
+    # hook's file). 32 tasks on 2 cores take seconds to come, and a rank
+    # stopped before it came, resumed in time, is only late: the check
+    # rightly passes, and that is no fault to count.
     local started=$out/started
-    echo "if [ \$SLURM_PROCID = $target ]; then ( for i in \$(seq 600); do [ \$(cut -d' ' -f1 $started 2>/dev/null | sort -u | wc -l) -ge $nodes ] && break; sleep 0.1; done; sleep 1.5; kill -$sig \$\$; $after ) & fi; MN_PREFLIGHT_START_LOG=$started exec $PF --timeout 40 --size 64M --iters 50" ;;
+    echo "if [ \$SLURM_PROCID = $target ]; then ( for i in \$(seq 600); do grep -q '^0 [0-9.]* rendezvous\$' $started 2>/dev/null && break; sleep 0.1; done; sleep 1; kill -$sig \$\$; $after ) & fi; MN_PREFLIGHT_START_LOG=$started exec $PF --timeout 40 --size 64M --iters 50" ;;
   doorflood) echo "if [ \$SLURM_LOCALID = 1 ]; then sleep 1; fi; exec $PF --timeout 20" ;;  # the door open a second before its rank comes
   skew) echo "if [ \$SLURM_NODEID = $last ]; then export MN_PREFLIGHT_TORCH_NCCL=2.21.5; else export MN_PREFLIGHT_TORCH_NCCL=2.27.3; fi; exec $PF --timeout 20" ;;
   *) echo "exec $PF --timeout 20" ;;
