@@ -2,7 +2,6 @@
 // Rank 0's hub, a job of the control thread (hub.h says what it owns).
 #include "helper/check/control/hub.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 
 #include "helper/check/control/mailbox.h"
 #include "helper/check/control/thread.h"
+#include "lib/util/bounded_file.h"
 
 namespace mn::check {
 
@@ -48,13 +48,8 @@ struct HubView {
 // The time this thread has waited for a CPU so far; none where the kernel
 // keeps no schedstat.
 std::optional<double> cpu_wait() {
-    char buf[128];
-    const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return std::nullopt;
-    return parse_schedstat_delay(std::string(buf, static_cast<std::size_t>(n)));
+    const auto text = read_bounded_text("/proc/thread-self/schedstat", 256);
+    return text ? parse_schedstat_delay(*text) : std::nullopt;
 }
 
 // A loss just after this process's own pause is the pause's doing.
