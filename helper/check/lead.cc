@@ -88,8 +88,19 @@ std::optional<Heard> Lead::hear(const Deadline& d) {
     return std::nullopt;
 }
 
+bool Lead::past(const Deadline& until) {
+    if (pulse_.skipped(1.0)) grace_end_ = now_s() + kPauseGrace;
+    return until.passed() && now_s() >= grace_end_;
+}
+
+std::string Lead::own_pause_words() const {
+    const auto p = hub.own_pause();
+    return p ? "; rank 0 itself was " + pause_words(*p) : "";
+}
+
 void Lead::enter(msg::Stage s) {
     stage_ = s;
+    pulse_ = Pulse();
     hub.stage(s);
     if (s == msg::Stage::Verdict) return;
     phase = msg::stage_word(s);

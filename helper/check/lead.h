@@ -60,6 +60,11 @@ struct ControlCost {
 enum class Reply { Taken, Ignored, Stop };
 
 // Rank 0: the members, what they said, and the report taking shape.
+// How long rank 0 hears past a deadline that passed while it was not
+// running (Lead::past): the control thread takes what queued up meanwhile
+// in a turn or two of 0.2 s.
+constexpr double kPauseGrace = 1.0;
+
 struct Lead {
     std::vector<Member> members;
     PreflightReport rep;
@@ -166,8 +171,8 @@ struct Lead {
                 if (!settle(0, take(0u, m))) return false;
                 continue;
             }
-            if (until.passed()) break;
-            auto h = hear(Deadline::in(std::min(0.05, std::max(0.0, until.left()))));
+            if (past(until)) break;
+            auto h = hear(Deadline::in(std::min(0.05, std::max(0.0, room(until)))));
             if (!h || h->joined) continue;  // a hello after the rendezvous: too late to join
             if (!h->msg) {
                 if (!settle(h->rank, lose(*h, waiting))) return false;
@@ -178,6 +183,16 @@ struct Lead {
         }
         return true;
     }
+    // A phase's deadline as rank 0 keeps it. Rank 0 itself not running
+    // (SIGSTOP, a frozen VM: its loop came round late) may have let the
+    // deadline pass unseen: it then hears kPauseGrace more, so what came
+    // meanwhile (a rank's end, a hello queued at the door) is taken and
+    // its pause, not the others' lateness, is named.
+    bool past(const Deadline& until);
+    double room(const Deadline& until) const { return std::max(until.left(), grace_end_ - now_s()); }
+    // For a time-out's words: "; rank 0 itself was not running for 19.6 s
+    // (...)" after such a pause, else "".
+    std::string own_pause_words() const;
     // Rank 0's own work (readiness, its share, a pair test) still running.
     bool own_work_running() const;
     // For each node of rep.nodes, the pids of every rank of the step on its
@@ -190,6 +205,8 @@ struct Lead {
 
 private:
     msg::Stage stage_ = msg::Stage::Rendezvous;
+    Pulse pulse_;          // past()'s: the gap between two of a phase's turns
+    double grace_end_ = 0;
 };
 
 // ---- rank 0's phases, in the order the harness steps them ----------------

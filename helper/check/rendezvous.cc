@@ -488,7 +488,7 @@ bool gather(Step& st, Lead& l) {
     };
     double told = now_s();
     bool lost = false, told_trouble = false;
-    while (arrived < self.world && !st.rdzv.passed()) {
+    while (arrived < self.world && !l.past(st.rdzv)) {
         // Those already here are heard meanwhile: one that dies or stops
         // answering ends the rendezvous at once.
         while (auto h = l.hear(Deadline::in(0)))
@@ -503,7 +503,7 @@ bool gather(Step& st, Lead& l) {
         if (lost) break;
         // Through node speakers most ranks come as the hub's: wait less here.
         const double wait = gathers(self) ? 0.01 : 0.1;
-        for (Guest& g : door.turn(std::min(wait, std::max(0.0, st.rdzv.left())), wanted)) {
+        for (Guest& g : door.turn(std::min(wait, std::max(0.0, l.room(st.rdzv))), wanted)) {
             Arrival a{g.rank, &g.first, &g, 0};
             if (admit(l, a, have)) ++arrived;
         }
@@ -540,7 +540,8 @@ bool gather(Step& st, Lead& l) {
     if (arrived < self.world) {
         l.rep.timed_out = "rendezvous: " + missing_ranks(l.members, have) + " at " + self.master + ":" +
                           std::to_string(self.port) + " within " + num(st.budget.rendezvous, -1) + " s (" +
-                          std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came)";
+                          std::to_string(arrived) + " of " + std::to_string(self.world) + " ranks came" +
+                          l.own_pause_words() + ")";
         return false;
     }
     send_roster(st, l);

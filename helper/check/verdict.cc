@@ -48,7 +48,7 @@ void weigh(const Step& st, Lead& l) {
         for (const auto& [rank, text] : b.notes) rep.notes.push_back(l.who(rank) + ": " + text);
         if (b.timed_out && rep.timed_out.empty())
             rep.timed_out = l.phase + ": " + (b.silent.size() == 1 ? "rank " : "ranks ") + rank_ranges(b.silent) +
-                            " did not report within --timeout " + num(st.o.timeout, -1) + " s";
+                            " did not report within --timeout " + num(st.o.timeout, -1) + " s" + l.own_pause_words();
     }
     // GPU health (NVML) per node: a fail blames the node, a warning is a note.
     const auto findings = gpu_findings(l.hosts(), l.node_health, l.pids_by_node());
@@ -103,10 +103,14 @@ void fail_closed(const Step& st, Lead& l) {
         excuse_timeouts(rep);
     }
     if (l.strangers.total == 0) return;
-    const std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
-                            std::to_string(st.self.port) + ", without this step's secret";
+    std::string who = l.strangers.summary() + " at MASTER_PORT " + st.self.master + ":" +
+                      std::to_string(st.self.port) + ", without this step's secret";
+    // A rank that gave up knocking while rank 0 was not running left such a
+    // connection too: then they are not what ran the check out of time.
+    const bool paused = l.hub.own_pause().has_value();
+    if (paused) who += " (rank 0 itself was not running a while: ranks that gave up knocking meanwhile look so)";
     rep.notes.push_back("strangers: " + who);
-    if (rep.code == kTimeout && rep.disturbed.empty()) rep.disturbed = who;
+    if (rep.code == kTimeout && rep.disturbed.empty() && !paused) rep.disturbed = who;
     excuse_timeouts(rep);
 }
 

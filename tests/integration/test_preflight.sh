@@ -229,6 +229,23 @@ t_rank0_stopped_in_rendezvous() {
   pass "$name"
 }
 
+# The same stop outlasting rank 0's rendezvous budget (--timeout 16: 8 s;
+# the test resumes it after 10 s or more): its deadline passed while it was
+# not running. Rank 0, resumed, still hears what came meanwhile (rank 1's
+# end) and names its own pause, never a time-out "none from node2".
+t_rank0_stopped_past_rendezvous() {
+  local name="rank 0 stopped until past its rendezvous budget: resumed, it names node0 (not running), notes rank 1's end as not its fault, no time-out blaming the late node2"
+  TASKS=2 signal_rank 0 STOP -N3 -n3 --mn-nccl bash -c \
+    "if [ \$SLURM_PROCID = 2 ]; then sleep 3; fi; $(pid_then "$PF" --timeout 16 --size 64M --iters 50)"
+  [ $RC -eq 1 ] || [ $RC -eq 3 ] && [ "$MS" = none ] &&
+    has '^out.0: problem: node0: rank 0: not running for [0-9.]+ s \(it waited [0-9.]+ s of it for a CPU: stopped, as by SIGSTOP, a cgroup freezer or a paused machine\) in the rendezvous; the ranks waiting for it gave up' &&
+    [ "$(count '^out.0: problem:')" = 1 ] && has '^out.0: note: node1 rank 1: ended while rank 0 was not running .*: not its fault' &&
+    ! has '^out.0: .*(time-out|none from node2)' && ! has '^out.[0-9]+: (problem: )?node[12] .*(its process ended|stopped answering)' &&
+    { ! has '^out.0: note: strangers' || has '^out.0: note: strangers: .*ranks that gave up knocking meanwhile'; } &&
+    [ "$(count '^out.[0-9]+: (FAIL|PASS)')" = 1 ] || { fail "$name" "rc=$RC"; return; }
+  pass "$name"
+}
+
 # The standby's door is a port like the others: another user on node1
 # holds connections to every port it finds there (the standby's and the
 # data port among them, read from /proc/net/tcp) while rank 0 is stopped.

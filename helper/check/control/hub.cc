@@ -27,6 +27,7 @@ struct Hub::State {
     uint64_t settle_asked = 0, settled = 0;
     std::vector<uint32_t> standbys;  // the roster's: who may give a verdict in rank 0's place
     std::map<uint32_t, std::string> door_strangers;  // a speaker's rank -> the strangers at its node's door
+    std::optional<OwnPause> pause;  // HubView's last, for rank 0's phases (Hub::own_pause)
     wire::Mux mux;  // the thread's alone, but for wake()
 };
 
@@ -231,6 +232,8 @@ struct HubRun {
             if (pause_outlasts(p, kSilence, beat_period(self.world))) {
                 w.pause = p;
                 w.pause_end = now_s();
+                std::lock_guard<std::mutex> g(s->mu);
+                s->pause = p;
             }
         }
         waited_before = waited;
@@ -299,6 +302,12 @@ void Hub::stage(msg::Stage s) {
 std::optional<Heard> Hub::next(const Deadline& d) {
     if (!st_) return std::nullopt;
     return st_->heard.take(d);
+}
+
+std::optional<OwnPause> Hub::own_pause() const {
+    if (!st_) return std::nullopt;
+    std::lock_guard<std::mutex> g(st_->mu);
+    return st_->pause;
 }
 
 void Hub::settle() {

@@ -56,6 +56,9 @@ public:
     // speaker's rank; Relayed::door_strangers, the latest).
     std::map<uint32_t, std::string> door_strangers() const;
     std::optional<Heard> next(const Deadline& d);
+    // This process's last pause long enough for the ranks to give up on it
+    // (SIGSTOP, a starved CPU), as the control thread measured it.
+    std::optional<OwnPause> own_pause() const;
     // Returns once the hub has read what the ranks sent so far (a
     // Superseded among it ends the process first): before a verdict.
     void settle();
