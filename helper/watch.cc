@@ -13,13 +13,17 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "lib/check/link_watch.h"
 #include "lib/check/stall.h"
+#include "lib/plan/hostlist.h"
+#include "lib/plan/netprobe.h"
 #include "lib/util/bounded_file.h"
 #include "lib/util/replace_file.h"
 #include "lib/util/text.h"
@@ -135,6 +139,70 @@ std::vector<std::string> dumps_in(const std::string& dir) {
     return out;
 }
 
+// The inodes of the sockets the task's processes hold (/proc/PID/fd/N ->
+// "socket:[INODE]").
+std::set<uint64_t> socket_inodes(const std::vector<ProcStat>& tree) {
+    std::set<uint64_t> out;
+    for (const auto& p : tree) {
+        const std::string dir = "/proc/" + std::to_string(p.pid) + "/fd";
+        DIR* d = opendir(dir.c_str());
+        if (!d) continue;
+        std::size_t seen = 0;
+        char target[64];
+        while (dirent* e = readdir(d)) {
+            if (e->d_name[0] == '.' || ++seen > 65536) continue;
+            const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+            if (n < 10 || std::strncmp(target, "socket:[", 8) != 0) continue;
+            target[n] = '\0';
+            out.insert(std::strtoull(target + 8, nullptr, 10));
+        }
+        closedir(d);
+    }
+    return out;
+}
+
+// The program's IPv4 TCP connections, as its own network namespace shows
+// them (a container with a network of its own included); none where the
+// file cannot be read as the kernel writes it.
+std::vector<TcpSocket> program_connections(int pid, const std::set<uint64_t>& inodes) {
+    std::vector<TcpSocket> out;
+    if (inodes.empty()) return out;
+    const auto text = read_bounded_text("/proc/" + std::to_string(pid) + "/net/tcp", 8 << 20);
+    if (!text) return out;
+    auto all = parse_proc_net_tcp(*text);
+    if (!all) return out;
+    for (const auto& c : all.value())
+        if (inodes.count(c.inode)) out.push_back(c);
+    return out;
+}
+
+// This node's interfaces with their IPv4 addresses, up with a carrier or not.
+std::vector<LocalInterface> interfaces_here() {
+    std::vector<LocalInterface> out;
+    for (const auto& i : local_interfaces())
+        for (const auto& a : i.addrs) {
+            LocalInterface l;
+            l.name = i.name;
+            l.addr = a.str();
+            l.up = i.up && i.running;
+            out.push_back(l);
+        }
+    return out;
+}
+
+// The step's node whose name resolves to `addr`, or "" (the data may go
+// over another network than the one the names resolve to).
+std::string node_of(const std::string& addr) {
+    auto nodes = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")));
+    if (!nodes) return "";
+    for (std::size_t i = 0; i < nodes->size() && i < 4096; ++i) {
+        std::string err;
+        for (const auto& a : resolve_ipv4((*nodes)[i], err))
+            if (a.str() == addr) return (*nodes)[i];
+    }
+    return "";
+}
+
 // scancel of this step, all its tasks at once; false when it could not run.
 bool end_step(const std::string& job, const std::string& step, std::string& why) {
     return run_slurm_command({"scancel", "--signal=KILL", job + "." + step}, why);
@@ -163,10 +231,34 @@ WatchReport report_of(const Task& t, int pid, const std::string& comm) {
     return r;
 }
 
+// A link named: this node's own (the task's program and pid), or a
+// peer's, by its node where its name resolves to the address (no process
+// of the peer's is known here).
+WatchReport link_report(const Task& t, const LinkStall& l, int child, const std::string& comm) {
+    WatchReport r;
+    r.kind = "link down";
+    r.job = t.job;
+    r.step = t.step;
+    const std::string peer = node_of(l.peer);
+    if (l.own) {
+        r = report_of(t, child, comm);
+        r.kind = "link down";
+    } else {
+        r.host = peer.empty() ? l.peer : peer;
+        r.seen_from = t.host + " rank " + t.rank + " (pid " + std::to_string(child) + ")";
+    }
+    r.detail = link_stall_words(l, peer, t.host);
+    r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
+                               : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
+    return r;
+}
+
 // The block on stderr and the JSON file, then (with --abort) the step's end.
 void name_it(const Task& t, WatchReport r) {
     r.dumps = dumps_in(t.dir);
-    const std::string file = t.dir + "/" + t.host + ".rank" + r.rank + ".json";
+    // A report on a process is named by its rank; one on a link by the
+    // task that saw it.
+    const std::string file = t.dir + "/" + t.host + ".rank" + (r.pid ? r.rank : t.rank) + ".json";
     r.action = t.abort ? "--abort: ending step " + t.job + "." + t.step + " (scancel)"
                        : "the step goes on; srun --mn-nccl-watch=abort ends it at this point";
     if (auto w = replace_file(file, watch_report_json(r) + "\n", 0600); w) r.report_file = file;
@@ -231,7 +323,9 @@ int run_watch(const CommandLine& c) {
         return 127;
     }
     StallWatch watch(c.settings.watch_window);
+    LinkWatch links(c.settings.watch_window);
     int named_pid = 0;
+    bool named_link = false;
     for (;;) {
         int st = 0;
         const pid_t done = waitpid(child, &st, WNOHANG);
@@ -275,6 +369,12 @@ int run_watch(const CommandLine& c) {
                                                            std::to_string(child) + ")");
             name_it(t, r);
         }
+        // The link rule: the program's data not acknowledged for the window.
+        if (!named_link)
+            if (auto l = links.look(monotonic(), program_connections(child, socket_inodes(tree)), interfaces_here())) {
+                named_link = true;
+                name_it(t, link_report(t, *l, child, tree.empty() ? c.program[0] : tree[0].comm));
+            }
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);
         ts.tv_nsec = static_cast<long>((kLook - static_cast<double>(ts.tv_sec)) * 1e9);

@@ -177,12 +177,16 @@ const char* death_kind(int signal, bool dumped) {
 
 std::string watch_report_text(const WatchReport& r) {
     const std::string head = "mn-nccl watch: ";
-    std::string out = head + r.kind + ": " + r.host + " rank " + r.rank +
-                      (r.local_rank.empty() || r.local_rank == "?" ? "" : " (LOCAL_RANK " + r.local_rank + ")") +
-                      ", pid " + std::to_string(r.pid) + " (" + r.comm + "): " + r.detail + "\n";
-    if (!r.evidence.empty()) {
+    std::string out = head + r.kind + ": " + r.host;
+    if (r.pid)
+        out += " rank " + r.rank +
+               (r.local_rank.empty() || r.local_rank == "?" ? "" : " (LOCAL_RANK " + r.local_rank + ")") + ", pid " +
+               std::to_string(r.pid) + " (" + r.comm + ")";
+    out += ": " + r.detail + "\n";
+    if (!r.evidence.empty() || !r.seen_from.empty()) {
         out += head + "  evidence: ";
         for (std::size_t i = 0; i < r.evidence.size(); ++i) out += (i ? "; " : "") + r.evidence[i];
+        if (!r.seen_from.empty()) out += (r.evidence.empty() ? "" : "; ") + std::string("seen from ") + r.seen_from;
         out += "\n";
     }
     if (!r.dumps.empty()) out += head + "  Flight Recorder dumps: " + join_list(r.dumps, ' ') + "\n";
@@ -201,6 +205,7 @@ std::string watch_report_json(const WatchReport& r) {
     j["local_rank"] = json_text(r.local_rank);
     j["pid"] = r.pid;
     j["comm"] = json_text(r.comm);
+    if (!r.seen_from.empty()) j["seen_from"] = json_text(r.seen_from);
     j["detail"] = json_text(r.detail);
     j["evidence"] = json_texts(r.evidence);
     j["dumps"] = json_texts(r.dumps);

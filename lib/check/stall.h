@@ -104,8 +104,9 @@ struct WatchReport {
     std::string kind;  // stall_words(), "process dead", "program ended"
     std::string job, step, host;
     std::string rank, local_rank;  // as the process's SLURM_PROCID/RANK say; "?" when unknown
-    int pid = 0;
+    int pid = 0;         // 0: a node's link is named, not a process (host: that node)
     std::string comm;
+    std::string seen_from;  // a link named from another node: "node0 rank 0 (pid 4242)"
     std::string detail;  // "state T for 31 s", "killed by signal 9 (SIGKILL)"
     std::vector<std::string> evidence;  // "wchan do_signal_stop", "cpu 12.40 s, no progress", ...
     std::vector<std::string> dumps;     // the Flight Recorder's files in the report directory

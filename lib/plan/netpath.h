@@ -28,6 +28,7 @@ struct Interface {
     std::vector<Ipv4> addrs;
     bool up = false;
     bool loopback = false;
+    bool running = false;  // IFF_RUNNING: its carrier is there (the hang watch's link rule)
 };
 
 struct AddressFacts {

@@ -46,7 +46,8 @@ std::vector<Interface> local_interfaces() {
         for (auto& i : out)
             if (i.name == p->ifa_name) iface = &i;
         if (!iface) {
-            out.push_back(Interface{p->ifa_name, {}, (p->ifa_flags & IFF_UP) != 0, (p->ifa_flags & IFF_LOOPBACK) != 0});
+            out.push_back(Interface{p->ifa_name, {}, (p->ifa_flags & IFF_UP) != 0, (p->ifa_flags & IFF_LOOPBACK) != 0,
+                                    (p->ifa_flags & IFF_RUNNING) != 0});
             iface = &out.back();
         }
         if (p->ifa_addr && p->ifa_addr->sa_family == AF_INET)

@@ -266,4 +266,21 @@ put("hwloc_xml", "empty-topology", '<?xml version="1.0" encoding="UTF-8"?>\n<!DO
     '<topology version="2.0">\n  <object type="Machine" os_index="0" cpuset="0x1" complete_cpuset="0x1" '
     'allowed_cpuset="0x1" nodeset="0x1" complete_nodeset="0x1" allowed_nodeset="0x1" gp_index="1">\n'
     '    <object type="PU" os_index="0" cpuset="0x1" complete_cpuset="0x1" gp_index="2"/>\n  </object>\n</topology>\n')
+# /proc/net/tcp (Linux 6.1, the local cluster, a gloo loop): node0 while
+# node1's link is down (retransmitting to it), node1 itself (its data
+# probed behind its interface that is down), and an idle table.
+tcp_head = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+put("proc_net_tcp", "peer-down", tcp_head +
+    "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 00000002     0        0 25339762 2 "
+    "000000007fd2e7b3 81 4 1 1 -1\n"
+    "   3: 0A00FA0A:C4EC 0100FA0A:A495 01 00000000:00000000 00:00000000 00000000     0        0 25338539 1 "
+    "00000000bcd40378 20 4 30 12 -1\n")
+put("proc_net_tcp", "own-down", tcp_head +
+    "   1: 0B00FA0A:A46B 0C00FA0A:C9D4 01 00000060:00000000 04:0000002D 00000000     0        2 25339764 2 "
+    "000000002b760a02 20 4 1 106 -1\n"
+    "   2: 0B00FA0A:DBE4 0A00FA0A:9F69 01 00000060:00000000 04:0000002D 00000000     0        2 25338771 2 "
+    "00000000cd74faa2 20 4 1 386 148\n")
+put("proc_net_tcp", "idle", tcp_head +
+    "   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 27633 1 "
+    "0000000000000000 100 0 0 10 0\n")
 print("seeds written under", corpus)

@@ -7,6 +7,8 @@
 # that works there, and the same watch is written in front of the program.
 # Faults: a rank stopped (SIGSTOP) and a rank killed mid-run: that rank, its
 # node and pid named, nobody else; with abort the step ends within seconds.
+# A node's link taken down mid-run (its eth0 in its namespace): that node's
+# link named by the others, and by its own watcher; back up, the loop recovers.
 # Healthy: a pause on every rank and one on rank 0 alone, longer than the
 # window: nobody named. And the watcher's own CPU.
 source "$(dirname "$0")/lib.sh"
@@ -104,6 +106,59 @@ t_pauses_are_not_hangs() {
   done
   [ $ok = 1 ] || { fail "$name" "$why"; return; }
   pass "$name"
+}
+
+# link_fault WHAT DOWN_S: 3 ranks in the loop; node1's eth0 taken down in
+# its namespace once every rank is in it, up again DOWN_S seconds later or
+# 2 s after the first "link down" block (DOWN_S=0). Sets RC, MS (from the
+# link's loss to the first block, or "none"); the output in $OUT/last.
+link_fault() {
+  local what=$1 down=$2 i spid t0
+  rm -f "$OUT"/pid.*
+  mapfile -t args < <(watched "$what" "$PY" "$LOOP")
+  MN_WATCH_PIDS=$OUT STEPS=${STEPS:-600} timeout 120 srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
+  spid=$!
+  for i in $(seq 300); do
+    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.1
+  done
+  sleep 1
+  t0=$(date +%s%N)
+  ip netns exec node1 ip link set eth0 down
+  MS=none
+  for i in $(seq 300); do
+    if [ "$MS" = none ] && grep -q 'mn-nccl watch: link down' "$OUT/last"; then
+      MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+      [ "$down" = 0 ] && { sleep 2; break; }
+    fi
+    [ "$down" != 0 ] && [ $(( ($(date +%s%N) - t0) / 1000000000 )) -ge "$down" ] && break
+    sleep 0.1
+  done
+  ip netns exec node1 ip link set eth0 up
+  wait $spid
+  RC=$?
+}
+
+t_link_down() {
+  local name="node1's eth0 taken down mid-run, abort,window=5: a watcher of another node names node1's link (its address, the data it does not acknowledge, the namer's own eth0 up), no process named; the step ends"
+  link_fault abort,window=5 0
+  [ "$MS" != none ] && [ "$MS" -lt 15000 ] && [ $RC -ne 124 ] && [ $RC -ne 0 ] &&
+    has "mn-nccl watch: link down: node1: node1 \(10\.250\.0\.11\) does not acknowledge the program's data from node[02]: [0-9]+ (bytes|KiB) unacknowledged on [0-9]+ connections?, [0-9]+ retransmissions?, for [5-9] s; node[02]'s eth0 is up: the link of node1, or the path to it, is down" &&
+    has 'mn-nccl watch:   evidence: the kernel on node[02] retransmits to 10\.250\.0\.11 and hears no acknowledgement; seen from node[02] rank [02] \(pid [0-9]+\)' &&
+    has 'ending step [0-9]+\.[0-9]+ \(scancel\)' && ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' && ! has '^DONE' ||
+    { fail "$name" "rc=$RC, first block ${MS} ms after the link went down"; return; }
+  pass "$name (named ${MS} ms after the link went down)"
+}
+
+t_link_down_and_back() {
+  local name="node1's eth0 down for 9 s, then up (window=5, no abort): node1's watcher names its own eth0 down, the others name node1's link, nobody's process; the loop recovers and every rank is DONE"
+  STEPS=120 link_fault window=5 9
+  [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] &&
+    has "mn-nccl watch: link down: node1 rank 1 \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): node1's eth0 is down: the program's data waits behind it \([0-9]+ (bytes|KiB) on [0-9]+ connections?\) for [5-9] s" &&
+    has "mn-nccl watch: link down: node1: node1 \(10\.250\.0\.11\) does not acknowledge" &&
+    ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' ||
+    { fail "$name" "rc=$RC, first block ${MS} ms after the link went down"; return; }
+  pass "$name (first block ${MS} ms after the link went down)"
 }
 
 t_watchers_cpu() {

@@ -136,6 +136,19 @@ static void the_report(void**) {
     assert_str(j["rank"].get<std::string>(), "3");
     assert_int_equal(j["pid"].get<int>(), 4242);
     assert_int_equal(j["evidence"].size(), 2);
+    assert_false(j.contains("seen_from"));
+    // A peer's link, named from another node: no process of its own.
+    WatchReport l;
+    l.kind = "link down";
+    l.host = "node1";
+    l.detail = "node1 (10.250.0.11) does not acknowledge the program's data from node0: ...";
+    l.evidence = {"the kernel on node0 retransmits to 10.250.0.11 and hears no acknowledgement"};
+    l.seen_from = "node0 rank 0 (pid 77)";
+    const std::string lt = watch_report_text(l);
+    assert_contains(lt, "mn-nccl watch: link down: node1: node1 (10.250.0.11) does not acknowledge");
+    assert_contains(lt, "hears no acknowledgement; seen from node0 rank 0 (pid 77)\n");
+    assert_true(lt.find(" pid 0") == std::string::npos && lt.find(" rank :") == std::string::npos);
+    assert_str(Json::parse(watch_report_json(l))["seen_from"].get<std::string>(), "node0 rank 0 (pid 77)");
 }
 
 static void watch_requests(void**) {

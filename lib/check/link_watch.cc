@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "lib/check/link_watch.h"
+
+#include <cctype>
+
+#include "lib/util/text.h"
+
+namespace mn {
+
+namespace {
+
+// Exactly `digits` hex digits (0: any count from 1 to 16).
+std::optional<uint64_t> hex(const std::string& s, std::size_t digits) {
+    if (s.empty() || s.size() > 16 || (digits && s.size() != digits)) return std::nullopt;
+    uint64_t v = 0;
+    for (char c : s) {
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+        v = v * 16 + static_cast<uint64_t>(std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+std::optional<uint64_t> decimal(const std::string& s) {
+    if (s.empty() || s.size() > 19) return std::nullopt;
+    uint64_t v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return std::nullopt;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    return v;
+}
+
+// "HI:LO" of two hex fields of the given widths.
+bool hex_pair(const std::string& s, std::size_t a, std::size_t b, uint64_t& x, uint64_t& y) {
+    const std::size_t colon = s.find(':');
+    if (colon == std::string::npos) return false;
+    auto l = hex(s.substr(0, colon), a);
+    auto r = hex(s.substr(colon + 1), b);
+    if (!l || !r) return false;
+    x = *l;
+    y = *r;
+    return true;
+}
+
+// The kernel prints the address as the 32-bit word it keeps in network
+// order, read as a host integer: on a little-endian host the first octet
+// is the lowest byte.
+std::string quad(uint32_t v) {
+    unsigned o[4];
+    for (int i = 0; i < 4; ++i) o[i] = (v >> (8 * i)) & 0xff;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    std::swap(o[0], o[3]);
+    std::swap(o[1], o[2]);
+#endif
+    return std::to_string(o[0]) + "." + std::to_string(o[1]) + "." + std::to_string(o[2]) + "." + std::to_string(o[3]);
+}
+
+std::vector<std::string> fields(const std::string& line) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at < line.size() && out.size() < 32) {
+        while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
+        if (at >= line.size()) break;
+        const std::size_t end = line.find_first_of(" \t", at);
+        out.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+        at = end == std::string::npos ? line.size() : end;
+    }
+    return out;
+}
+
+std::string bytes_words(uint64_t n) {
+    if (n < 10 * 1024) return std::to_string(n) + " bytes";
+    if (n < 10 * 1024 * 1024) return std::to_string(n / 1024) + " KiB";
+    return std::to_string(n / (1024 * 1024)) + " MiB";
+}
+
+}  // namespace
+
+Outcome<std::vector<TcpSocket>> parse_proc_net_tcp(const std::string& text) {
+    std::vector<TcpSocket> out;
+    std::size_t at = 0, number = 0;
+    const auto bad = [&](const std::string& why) {
+        return Problem{"/proc/net/tcp line " + std::to_string(number) + ": " + why,
+                       "the watch names no link from it (a kernel whose format differs)"};
+    };
+    while (at < text.size()) {
+        const std::size_t end = text.find('\n', at);
+        const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        at = end == std::string::npos ? text.size() : end + 1;
+        ++number;
+        const auto f = fields(line);
+        if (f.empty()) continue;
+        if (number == 1 && f[0] == "sl") continue;  // the header
+        if (f.size() < 10) return bad("fewer than 10 fields");
+        if (f[0].size() < 2 || f[0].back() != ':' || !decimal(f[0].substr(0, f[0].size() - 1)))
+            return bad("no slot number");
+        TcpSocket s;
+        uint64_t la, lp, ra, rp, tx, rx, tr, when;
+        if (!hex_pair(f[1], 8, 4, la, lp) || !hex_pair(f[2], 8, 4, ra, rp)) return bad("an address is not ADDR:PORT");
+        auto st = hex(f[3], 2);
+        if (!st) return bad("no state");
+        if (!hex_pair(f[4], 8, 8, tx, rx)) return bad("no tx_queue:rx_queue");
+        if (!hex_pair(f[5], 2, 8, tr, when)) return bad("no timer");
+        auto re = hex(f[6], 8);
+        auto inode = decimal(f[9]);
+        if (!re || !inode) return bad("no retransmit count or inode");
+        s.local = quad(static_cast<uint32_t>(la));
+        s.remote = quad(static_cast<uint32_t>(ra));
+        s.local_port = static_cast<uint16_t>(lp);
+        s.remote_port = static_cast<uint16_t>(rp);
+        s.state = static_cast<unsigned>(*st);
+        s.unacked = tx;
+        s.timer = static_cast<unsigned>(tr);
+        s.retransmits = static_cast<unsigned>(*re);
+        s.inode = *inode;
+        out.push_back(s);
+    }
+    return out;
+}
+
+std::string link_stall_words(const LinkStall& s, const std::string& peer_name, const std::string& here) {
+    const std::string peer = peer_name.empty() ? s.peer : peer_name + " (" + s.peer + ")";
+    const std::string on = " on " + std::to_string(s.connections) + (s.connections == 1 ? " connection" : " connections");
+    if (s.own)
+        return here + "'s " + s.ifname + " is down: the program's data waits behind it (" + bytes_words(s.unacked) + on + ") for " +
+               num(s.seconds, 0) + " s";
+    return peer + " does not acknowledge the program's data from " + here + ": " + bytes_words(s.unacked) + " unacknowledged" + on + ", " +
+           std::to_string(s.retransmits) + (s.retransmits == 1 ? " retransmission" : " retransmissions") + ", for " +
+           num(s.seconds, 0) + " s; " + (s.ifname.empty() ? "this node's interface" : here + "'s " + s.ifname) +
+           " is up: the link of " + (peer_name.empty() ? s.peer : peer_name) + ", or the path to it, is down";
+}
+
+std::optional<LinkStall> LinkWatch::look(double now, const std::vector<TcpSocket>& mine,
+                                         const std::vector<LocalInterface>& interfaces) {
+    std::map<std::string, const LocalInterface*> by_addr;
+    for (const auto& i : interfaces) by_addr.emplace(i.addr, &i);
+    std::map<std::string, LinkStall> now_seen;
+    for (const auto& s : mine) {
+        if (s.state != 1 || s.unacked == 0) continue;
+        const auto it = by_addr.find(s.local);
+        const LocalInterface* i = it == by_addr.end() ? nullptr : it->second;
+        std::string key;
+        if (i && !i->up) key = "own " + i->name;
+        else if (s.timer == 1 && s.retransmits > 0) key = "peer " + s.remote;
+        else continue;
+        LinkStall& l = now_seen[key];
+        l.own = i && !i->up;
+        if (l.peer.empty()) l.peer = s.remote;
+        if (i) l.ifname = i->name;
+        l.unacked += s.unacked;
+        l.retransmits = std::max(l.retransmits, s.retransmits);
+        ++l.connections;
+    }
+    std::map<std::string, double> kept;
+    std::optional<LinkStall> named;
+    // "own ..." sorts before "peer ...": this node's own link first.
+    for (auto& [key, l] : now_seen) {
+        const auto was = since_.find(key);
+        const double since = was == since_.end() ? now : was->second;
+        kept[key] = since;
+        if (!named && now - since >= window_) {
+            l.seconds = now - since;
+            named = l;
+        }
+    }
+    since_ = std::move(kept);
+    return named;
+}
+
+}  // namespace mn

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hang watch's link rule (lib/check/link_watch), on /proc/net/tcp as
+// Linux 6.1 wrote it in the local cluster: a gloo loop on 3 nodes, node1's
+// eth0 taken down mid-run.
+#include "lib/check/link_watch.h"
+#include "tests/unit/unit.h"
+
+using namespace mn;
+
+namespace {
+
+const char* kHeader =
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n";
+
+// node0, 1 s after node1's link went down: its connection to node1 holds
+// 96 bytes, retransmitted twice; the others are idle.
+const char* kNode0 =
+    "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 00000002     0        0 25339762 2 "
+    "000000007fd2e7b3 81 4 1 1 -1\n"
+    "   3: 0A00FA0A:C4EC 0100FA0A:A495 01 00000000:00000000 00:00000000 00000000     0        0 25338539 1 "
+    "00000000bcd40378 20 4 30 12 -1\n"
+    "   4: 0A00FA0A:83B1 0C00FA0A:8DAE 01 00000000:00000000 00:00000000 00000000     0        0 25338770 1 "
+    "0000000045618541 20 4 1 331 -1\n";
+
+// node1 itself, its eth0 down: its data waits, probed (timer 4), never
+// counted as retransmitted.
+const char* kNode1 =
+    "   1: 0B00FA0A:A46B 0C00FA0A:C9D4 01 00000060:00000000 04:0000002D 00000000     0        2 25339764 2 "
+    "000000002b760a02 20 4 1 106 -1\n"
+    "   2: 0B00FA0A:DBE4 0A00FA0A:9F69 01 00000060:00000000 04:0000002D 00000000     0        2 25338771 2 "
+    "00000000cd74faa2 20 4 1 386 148\n";
+
+std::vector<TcpSocket> sockets(const std::string& body) {
+    auto s = parse_proc_net_tcp(std::string(kHeader) + body);
+    if (!s) fail_msg("%s", s.problem().text().c_str());
+    return s.value();
+}
+
+LocalInterface iface(const std::string& name, const std::string& addr, bool up) {
+    LocalInterface i;
+    i.name = name;
+    i.addr = addr;
+    i.up = up;
+    return i;
+}
+
+}  // namespace
+
+void lines_as_the_kernel_writes_them(void**) {
+    const auto s = sockets(kNode0);
+    assert_int_equal(s.size(), 3);
+    assert_str(s[0].local, "10.250.0.10");
+    assert_str(s[0].remote, "10.250.0.11");
+    assert_int_equal(s[0].local_port, 0x9F69);
+    assert_int_equal(s[0].remote_port, 0xDBE4);
+    assert_int_equal(s[0].state, 1);
+    assert_int_equal(s[0].unacked, 96);
+    assert_int_equal(s[0].timer, 1);
+    assert_int_equal(s[0].retransmits, 2);
+    assert_int_equal(s[0].inode, 25339762);
+    assert_str(s[1].remote, "10.250.0.1");
+    assert_int_equal(s[1].unacked, 0);
+    // An empty table (the header alone) and no text at all read as none.
+    assert_int_equal(parse_proc_net_tcp(kHeader).value().size(), 0);
+    assert_int_equal(parse_proc_net_tcp("").value().size(), 0);
+}
+
+void garbled_lines_are_refused(void**) {
+    for (const char* bad : {
+             "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01\n",                                                      // short
+             "   2: 0A00FA0:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 00000002 0 0 25339762\n",   // 7 digits
+             "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060-00000000 01:00000034 00000002 0 0 25339762\n",  // no colon
+             "   x: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 00000002 0 0 25339762\n",  // slot
+             "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 0000000g 0 0 25339762\n",  // hex
+             "   2: 0A00FA0A:9F69 0B00FA0A:DBE4 01 00000060:00000000 01:00000034 00000002 0 0 -25339762\n",
+         }) {
+        const auto r = parse_proc_net_tcp(std::string(kHeader) + bad);
+        assert_false(r.ok());
+        assert_contains(r.problem().text(), "/proc/net/tcp line 2: ");
+    }
+}
+
+// node0's interface is up and node1 does not acknowledge: named after the
+// window, not before, with the bytes and retransmissions.
+void a_peer_that_does_not_acknowledge(void**) {
+    const std::vector<LocalInterface> up{iface("lo", "127.0.0.1", true), iface("eth0", "10.250.0.10", true)};
+    LinkWatch w(5);
+    const auto s = sockets(kNode0);
+    assert_false(w.look(100, s, up).has_value());
+    assert_false(w.look(103, s, up).has_value());
+    const auto named = w.look(105, s, up);
+    assert_true(named.has_value());
+    assert_false(named->own);
+    assert_str(named->peer, "10.250.0.11");
+    assert_str(named->ifname, "eth0");
+    assert_int_equal(named->unacked, 96);
+    assert_int_equal(named->retransmits, 2);
+    assert_int_equal(named->connections, 1);
+    assert_true(named->seconds >= 5);
+    assert_str(link_stall_words(*named, "node1", "node0"),
+               "node1 (10.250.0.11) does not acknowledge the program's data from node0: 96 bytes unacknowledged on 1 "
+               "connection, 2 retransmissions, for 5 s; node0's eth0 is up: the link of node1, or the path to it, is "
+               "down");
+}
+
+// One look in the window where the data went through starts it again.
+void an_acknowledgement_starts_again(void**) {
+    const std::vector<LocalInterface> up{iface("eth0", "10.250.0.10", true)};
+    const auto stuck = sockets(kNode0);
+    auto moving = stuck;
+    moving[0].unacked = 0;
+    moving[0].retransmits = 0;
+    LinkWatch w(5);
+    assert_false(w.look(0, stuck, up).has_value());
+    assert_false(w.look(3, moving, up).has_value());
+    assert_false(w.look(6, stuck, up).has_value());
+    assert_false(w.look(10, stuck, up).has_value());
+    assert_true(w.look(11, stuck, up).has_value());
+}
+
+// A stopped or slow peer still acknowledges: data that waits on its full
+// window (probed, timer 4, no retransmission) names nothing; nor do idle
+// connections (every rank paused), nor sockets not established.
+void a_full_window_is_not_a_link(void**) {
+    const std::vector<LocalInterface> up{iface("eth0", "10.250.0.11", true)};
+    const auto probed = sockets(kNode1);
+    auto closing = sockets(kNode0);
+    for (auto& c : closing) c.state = 8;  // CLOSE_WAIT
+    LinkWatch w(5);
+    for (double t = 0; t <= 30; t += 1) {
+        assert_false(w.look(t, probed, up).has_value());
+        assert_false(w.look(t, closing, up).has_value());
+    }
+}
+
+// node1's own eth0 down: its waiting data names its own link, whatever the
+// timer says, ahead of any peer.
+void this_nodes_link_down(void**) {
+    const std::vector<LocalInterface> down{iface("eth0", "10.250.0.11", false)};
+    LinkWatch w(5);
+    const auto s = sockets(kNode1);
+    assert_false(w.look(0, s, down).has_value());
+    const auto named = w.look(5.2, s, down);
+    assert_true(named.has_value());
+    assert_true(named->own);
+    assert_str(named->ifname, "eth0");
+    assert_int_equal(named->connections, 2);
+    assert_int_equal(named->unacked, 192);
+    assert_str(link_stall_words(*named, "node2", "node1"),
+               "node1's eth0 is down: the program's data waits behind it (192 bytes on 2 connections) for 5 s");
+}
+
+int main() {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(lines_as_the_kernel_writes_them), cmocka_unit_test(garbled_lines_are_refused),
+        cmocka_unit_test(a_peer_that_does_not_acknowledge), cmocka_unit_test(an_acknowledgement_starts_again),
+        cmocka_unit_test(a_full_window_is_not_a_link),      cmocka_unit_test(this_nodes_link_down),
+    };
+    return cmocka_run_group_tests(tests, nullptr, nullptr);
+}
