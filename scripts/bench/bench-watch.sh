@@ -7,6 +7,9 @@
 #             (that rank and node, nobody else), missed, or someone else
 #             named; the time from the stop to the step's end
 #   kill      a rank killed (kill -9) mid-run: the same
+#   link      a node's eth0 taken down in its namespace mid-run (abort,
+#             window 5 s): its node named for its link (by the others or
+#             itself), no process named; the time to the first block
 #   pause     a 12 s pause on every rank (a checkpoint save): anybody named
 #             is a false blame
 #   pause0    a 12 s pause on rank 0 alone, the others waiting in the
@@ -16,6 +19,7 @@
 # (default /tmp/mn-bench-watch-misses).
 #
 #   scripts/bench/bench-watch.sh [R]     default 20; holds /tmp/mn-cluster.lock
+#   MN_BENCH_CASES="stop link" picks the cases (default all five)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 top=$(pwd)
@@ -60,6 +64,23 @@ one() {  # CASE N
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ $c = stop ] && [ -n "$v" ] && kill -CONT "$v" 2>/dev/null
     ;;
+  link)
+    # The hit node's eth0 down in its namespace, up again 2 s after the
+    # first "link down" block (or 30 s): the time is to that block.
+    mapfile -t a < <(watched abort,window=5 1)
+    MN_WATCH_PIDS=$T STEPS=600 timeout 90 srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1 &
+    spid=$!
+    for i in $(seq 300); do [ "$(ls "$T"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
+    sleep 1
+    t0=$(date +%s%N)
+    ip netns exec "node$rank" ip link set eth0 down
+    for i in $(seq 300); do
+      if grep -q 'mn-nccl watch: link down' "$T/out"; then ms=$(( ($(date +%s%N) - t0) / 1000000 )); sleep 2; break; fi
+      sleep 0.1
+    done
+    ip netns exec "node$rank" ip link set eth0 up
+    wait $spid
+    ;;
   pause | pause0)
     mapfile -t a < <(watched window=5 0)
     STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) timeout 90 \
@@ -68,8 +89,14 @@ one() {  # CASE N
   esac
   named=$(sed -n 's/^.*mn-nccl watch: \(process [a-z ]*\|ended by its watchdog\): \(node[0-9]*\) rank \([0-9]*\).*/\2:\3/p' "$T/out" | sort -u | tr '\n' ' ')
   local want="node$rank:$rank "
+  # A link is named by its node: "link down: node1: ..." from another node,
+  # "link down: node1 rank 1 ..." from its own.
+  if [ $c = link ]; then
+    named+=$(sed -n 's/^.*mn-nccl watch: link down: \(node[0-9]*\)[: ].*/\1:link/p' "$T/out" | sort -u | tr '\n' ' ')
+    want="node$rank:link "
+  fi
   case $c in
-  stop | kill)
+  stop | kill | link)
     if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
     elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
     else wrong[$c]=$((${wrong[$c]:-0} + 1)); fi ;;
@@ -83,15 +110,16 @@ one() {  # CASE N
   echo "$c $n: rank $rank; named: ${named:-nobody}; ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
 }
 for n in $(seq "$runs"); do
-  for c in stop kill pause pause0; do one $c "$n"; done
+  for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do one $c "$n"; done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
 echo
 echo "bench-watch: Slurm $ver ($([ $inline = 1 ] && echo 'srun --mn-nccl-watch' || echo 'mn-preflight watch in front'))," \
   "3 nodes, window 5 s, $runs runs per case"
 printf '%-8s %6s %7s %12s %s\n' case right missed "someone else" "median ms to the step's end"
-# pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish
-for c in stop kill pause pause0; do
+# pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish;
+# link: the time is to the first "link down" block
+for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do
   printf '%-8s %6s %7s %12s %s\n' "$c" "${right[$c]:-0}" "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
 done
 rm -rf "$T"
