@@ -66,7 +66,8 @@ const std::vector<CheckOption> kTable = {
      "scontrol (--job-comment) must be there, or the step stops before the check; a history or metrics "
      "directory that is not there is left out, with a note", kExecArgv},
     {"window", nullptr, "S", ValueKind::Number, 5, 3600, false, "seconds, from 5 to 3600", "30", "30",
-     "how long a process of the task may stay stopped or stuck in the kernel before it is named", kWatchArgv},
+     "how long a process of the task may stay stopped or stuck in the kernel, or a link not carry its data, "
+     "before it is named", kWatchArgv},
     {"abort", nullptr, "", ValueKind::Flag, 0, 0, false, "", "", "",
      "once a rank is named (or its program died), end the step (scancel), so that a retry loop goes on "
      "without the node", kWatchArgv},
