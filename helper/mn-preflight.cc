@@ -111,7 +111,7 @@ std::string history_help() {
 
 std::string watch_help() {
     return "usage: mn-preflight watch " + mn::check_options_synopsis(mn::kWatchArgv, 26) +
-           " -- PROGRAM [ARGS]\n"
+           "\n                          -- PROGRAM [ARGS]\n"
            "\n"
            "Runs PROGRAM (a task of the step) and watches it from outside, what srun --mn-nccl-watch puts\n"
            "in front of each task. PROGRAM gets PyTorch's Flight Recorder armed (TORCH_FR_BUFFER_SIZE, its\n"
@@ -119,7 +119,9 @@ std::string watch_help() {
            "where it did not set them itself. A process of the task stopped (state T) or stuck in the\n"
            "kernel (D, no CPU time) for --window seconds, or PROGRAM killed by a signal, is named on\n"
            "stderr (\"mn-nccl watch: ...\": rank, host, pid, the evidence) and in a JSON report. A rank\n"
-           "that only waits (sleeping, as in a collective or a checkpoint pause) is never named.\n"
+           "that only waits (sleeping, as in a collective or a checkpoint pause) is never named. A link\n"
+           "whose TCP data is not acknowledged for the window (retransmitted, this node's interface up;\n"
+           "or behind this node's interface that is down) is named \"link down\", the peer by its node.\n"
            "\n"
            "options:\n" +
            mn::check_options_help(mn::kWatchArgv) + "  -h, --help         this help\n" +

@@ -4,7 +4,9 @@
 #include "helper/slurm_command.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/check/exclude_list.h"
 #include "lib/check/link_watch.h"
 #include "lib/check/stall.h"
 #include "lib/plan/hostlist.h"
@@ -212,8 +215,33 @@ void ignore_signal(int) {}
 
 struct Task {
     std::string job, step, host, rank, local_rank, dir;
+    std::string exclude_file;  // --exclude-file: where a node named for its link goes
     bool abort = false;
 };
+
+// Adds `node` to the exclude file: "node1 added to PATH", or why not. The
+// watchers of several nodes may name one link at once: each adds under the
+// file's lock and writes it in place (after a rename, a watcher waiting on
+// the old file's lock would add to a stale copy).
+std::string exclude_node(const std::string& path, const std::string& node) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return "cannot open " + path + " (" + std::strerror(errno) + "): " + node + " not added";
+    std::string why;
+    if (flock(fd, LOCK_EX) == 0) {
+        std::string text;
+        char buf[4096];
+        ssize_t n;
+        while (text.size() < (1 << 20) && (n = read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+        const auto merged = add_to_exclude(text, node);
+        if (!merged) why = path + ": " + merged.problem().text() + ": " + node + " not added";
+        else if (ftruncate(fd, 0) != 0 || pwrite(fd, merged->data(), merged->size(), 0) != static_cast<ssize_t>(merged->size()))
+            why = "cannot write " + path + " (" + std::strerror(errno) + "): " + node + " not added";
+    } else {
+        why = "cannot lock " + path + " (" + std::strerror(errno) + "): " + node + " not added";
+    }
+    close(fd);
+    return why.empty() ? node + " added to " + path : why;
+}
 
 WatchReport report_of(const Task& t, int pid, const std::string& comm) {
     WatchReport r;
@@ -248,6 +276,14 @@ WatchReport link_report(const Task& t, const LinkStall& l, int child, const std:
         r.seen_from = t.host + " rank " + t.rank + " (pid " + std::to_string(child) + ")";
     }
     r.detail = link_stall_words(l, peer, t.host);
+    // Host evidence, the kernel's: the peer goes into the exclude file,
+    // before --abort ends this process with the step. A node whose own
+    // link is down leaves it to the others' watchers: its file system may
+    // be behind that link.
+    if (!t.exclude_file.empty())
+        r.excluded = l.own           ? "left to the other nodes' watchers (this node's link is down)"
+                     : peer.empty() ? "not added: " + l.peer + " is no node of the step by name"
+                                    : exclude_node(t.exclude_file, peer);
     r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
                                : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
     return r;
@@ -278,6 +314,7 @@ int run_watch(const CommandLine& c) {
     t.rank = env_or("SLURM_PROCID", "?");
     t.local_rank = env_or("SLURM_LOCALID", "?");
     t.abort = c.settings.watch_abort;
+    t.exclude_file = c.settings.exclude_file;
     if (t.abort && (t.job.empty() || t.step.empty())) {
         say("mn-preflight: watch: --abort ends the step, and this is not one (SLURM_JOB_ID, SLURM_STEP_ID unset); "
             "run it under srun, or without --abort\n");

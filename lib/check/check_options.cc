@@ -51,7 +51,8 @@ const std::vector<CheckOption> kTable = {
      "the check's own rendezvous port", kExecArgv},
     {"exclude-file", nullptr, "PATH", ValueKind::Path, 0, 0, false, "a file the batch script can read",
      "bad-nodes", "none",
-     "on FAIL, rank 0 writes the nodes to exclude there, in Slurm's hostlist form", kOnFail},
+     "where the nodes to exclude go, in Slurm's hostlist form: on FAIL rank 0 writes them; the watch adds a "
+     "node it names for its link", kOnFail | kWatchArgv},
     {"history", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory (shared, to see every node)", "/var/lib/mn-preflight/history",
      "none", "append one JSON line per node (job, verdict, findings, busbw) to DIR/NODE.jsonl; "
      "'mn-preflight history DIR' sums them up", kNode},

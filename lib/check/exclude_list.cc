@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "lib/plan/hostlist.h"
 #include "lib/util/json.h"
 
 namespace mn {
@@ -104,6 +105,22 @@ ExcludeList nodes_to_exclude(const std::string& check_output, const std::vector<
     for (const auto& h : step_hosts)
         if (bad.count(h) || (!seen.count(h) && !blameless)) r.nodes.push_back(h);
     return r;
+}
+
+Outcome<std::string> add_to_exclude(const std::string& existing, const std::string& node) {
+    std::string text = existing;
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+    while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);
+    std::vector<std::string> nodes;
+    if (!text.empty()) {
+        auto there = Hostlist::parse(text);
+        if (!there || text.find('\n') != std::string::npos)
+            return Problem{"it holds '" + text.substr(0, 80) + "', not a Slurm host list",
+                           "remove it, or name another file"};
+        nodes = there->hosts();
+    }
+    nodes.push_back(node);
+    return Hostlist::compress(nodes) + "\n";
 }
 
 }  // namespace mn

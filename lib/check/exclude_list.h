@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/util/outcome.h"
+
 namespace mn {
 
 struct ExcludeList {
@@ -22,5 +24,11 @@ struct ExcludeList {
 // unless the verdict says no node is to blame (strangers disturbed it, or
 // ranks of another mn-preflight release came): then only its own rows.
 ExcludeList nodes_to_exclude(const std::string& check_output, const std::vector<std::string>& step_hosts);
+
+// An exclude file's text with `node` added (the hang watch names a node for
+// its link): one line in Slurm's hostlist form, the nodes already there
+// kept. Text that is not a host list is refused: `--exclude` could not
+// take what it would become.
+Outcome<std::string> add_to_exclude(const std::string& existing, const std::string& node);
 
 }  // namespace mn

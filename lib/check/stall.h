@@ -111,6 +111,7 @@ struct WatchReport {
     std::vector<std::string> evidence;  // "wchan do_signal_stop", "cpu 12.40 s, no progress", ...
     std::vector<std::string> dumps;     // the Flight Recorder's files in the report directory
     std::string report_file;            // where the JSON went ("" when it could not be written)
+    std::string excluded;               // "node1 added to PATH", or why not (a link named, --exclude-file)
     std::string action;                 // what the watch does next
 };
 // The one block on the step's stderr: its lines, each starting

@@ -12,8 +12,8 @@ Outcome<WatchRequest> parse_watch_request(const std::string& what, const std::st
     WatchRequest r;
     r.source = source;
     r.enabled = true;
-    const std::string fix = "give " + source + "=report, abort, off, or add window=S (5 to 3600 seconds), e.g. " +
-                            source + "=abort,window=30";
+    const std::string fix = "give " + source + "=report, abort, off, or add window=S (5 to 3600 seconds) or "
+                            "exclude-file=PATH, e.g. " + source + "=abort,window=30";
     for (const std::string& raw : split_list(what, ',')) {
         const std::string w = lower(raw);
         if (w.empty() || w == "report") continue;
@@ -30,11 +30,17 @@ Outcome<WatchRequest> parse_watch_request(const std::string& what, const std::st
             r.window = s;
             continue;
         }
+        if (w.compare(0, 13, "exclude-file=") == 0) {
+            r.exclude_file = raw.substr(13);
+            if (r.exclude_file.empty())
+                return Problem{source + ": exclude-file= names no file", fix};
+            continue;
+        }
         if (auto b = parse_boolean(w, source)) {
             r.enabled = *b;
             continue;
         }
-        return Problem{source + ": '" + raw + "' is not report, abort, off or window=S", fix};
+        return Problem{source + ": '" + raw + "' is not report, abort, off, window=S or exclude-file=PATH", fix};
     }
     if (!r.enabled) r.abort = false;
     return r;
@@ -46,6 +52,10 @@ std::vector<std::string> watch_argv(const WatchRequest& r, const std::string& bi
     if (r.window) {
         a.push_back("--window");
         a.push_back(num(*r.window, -1));
+    }
+    if (!r.exclude_file.empty()) {
+        a.push_back("--exclude-file");
+        a.push_back(r.exclude_file);
     }
     a.push_back("--");
     return a;

@@ -30,25 +30,35 @@ watched() {
     local a=("$PF" watch)
     [[ ",$what," == *,abort,* ]] && a+=(--abort)
     [[ "$what" =~ window=([0-9]+) ]] && a+=(--window "${BASH_REMATCH[1]}")
+    [[ ",$what," =~ ,exclude-file=([^,]+), ]] && a+=(--exclude-file "${BASH_REMATCH[1]}")
     printf '%s\n' "${a[@]}" -- "$@"
   fi
 }
 
 # fault SIG RANK WHAT: 3 ranks on 3 nodes in the loop; SIG to RANK's
-# process once every rank is in it; LIMIT (120 unless set) seconds for srun.
+# process once every rank is in it.
 # Sets RC, MS (from the signal to srun's end, or "none"), VICTIM; the
 # step's output in $OUT/last.
-fault() {
-  local sig=$1 rank=$2 what=$3 i spid t0
+# start_loop WHAT: the loop on 3 nodes watched with WHAT (STEPS, 600 unless
+# set; LIMIT, 120 unless set, seconds for srun), in the background (SPID),
+# returning once every rank is in it.
+start_loop() {
+  local i
   rm -f "$OUT"/pid.*
-  mapfile -t args < <(watched "$what" "$PY" "$LOOP")
-  MN_WATCH_PIDS=$OUT STEPS=600 timeout "${LIMIT:-120}" srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
-  spid=$!
+  mapfile -t args < <(watched "$1" "$PY" "$LOOP")
+  MN_WATCH_PIDS=$OUT STEPS=${STEPS:-600} timeout "${LIMIT:-120}" srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
+  SPID=$!
   for i in $(seq 300); do
     [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
     sleep 0.1
   done
   sleep 1
+}
+
+fault() {
+  local sig=$1 rank=$2 what=$3 spid t0
+  start_loop "$what"
+  spid=$SPID
   VICTIM=$(cat "$OUT/pid.$rank" 2>/dev/null)
   MS=none
   [ -n "$VICTIM" ] || { wait $spid; RC=$?; return; }
@@ -113,16 +123,9 @@ t_pauses_are_not_hangs() {
 # 2 s after the first "link down" block (DOWN_S=0). Sets RC, MS (from the
 # link's loss to the first block, or "none"); the output in $OUT/last.
 link_fault() {
-  local what=$1 down=$2 i spid t0
-  rm -f "$OUT"/pid.*
-  mapfile -t args < <(watched "$what" "$PY" "$LOOP")
-  MN_WATCH_PIDS=$OUT STEPS=${STEPS:-600} timeout 120 srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
-  spid=$!
-  for i in $(seq 300); do
-    [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break
-    sleep 0.1
-  done
-  sleep 1
+  local down=$2 i spid t0
+  start_loop "$1"
+  spid=$SPID
   t0=$(date +%s%N)
   ip netns exec node1 ip link set eth0 down
   MS=none
@@ -140,9 +143,12 @@ link_fault() {
 }
 
 t_link_down() {
-  local name="node1's eth0 taken down mid-run, abort,window=5: a watcher of another node names node1's link (its address, the data it does not acknowledge, the namer's own eth0 up), no process named; the step ends"
-  link_fault abort,window=5 0
+  local name="node1's eth0 taken down mid-run, abort,window=5,exclude-file=F: a watcher of another node names node1's link (its address, the data it does not acknowledge, the namer's own eth0 up), no process named, node1 alone in F; the step ends"
+  local ex=$OUT/exclude
+  echo "node7" >"$ex"
+  link_fault "abort,window=5,exclude-file=$ex" 0
   [ "$MS" != none ] && [ "$MS" -lt 15000 ] && [ $RC -ne 124 ] && [ $RC -ne 0 ] &&
+    [ "$(cat "$ex")" = "node[1,7]" ] && has "mn-nccl watch:   exclude file: node1 added to $ex" &&
     has "mn-nccl watch: link down: node1: node1 \(10\.250\.0\.11\) does not acknowledge the program's data from node[02]: [0-9]+ (bytes|KiB) unacknowledged on [0-9]+ connections?, [0-9]+ retransmissions?, for [5-9] s; node[02]'s eth0 is up: the link of node1, or the path to it, is down" &&
     has 'mn-nccl watch:   evidence: the kernel on node[02] retransmits to 10\.250\.0\.11 and hears no acknowledgement; seen from node[02] rank [02] \(pid [0-9]+\)' &&
     has 'ending step [0-9]+\.[0-9]+ \(scancel\)' && ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' && ! has '^DONE' ||
@@ -177,7 +183,7 @@ t_refusals() {
   local name="bad values name the option and the fix; $([ $inline = 1 ] && echo 'without mn_nccl the watch is refused' || echo 'before 23.11 srun refuses --mn-nccl-watch naming the form that works, and the program never starts')"
   local ok=1 why=""
   run srun -N1 -n1 --mn-nccl --mn-nccl-watch=abrt echo PROGRAM STARTED
-  [ $RC -ne 0 ] && has "--mn-nccl-watch: 'abrt' is not report, abort, off or window=S; give --mn-nccl-watch=report, abort, off" &&
+  [ $RC -ne 0 ] && has "--mn-nccl-watch: 'abrt' is not report, abort, off, window=S or exclude-file=PATH; give --mn-nccl-watch=report, abort, off" &&
     ! has 'PROGRAM STARTED' || { ok=0; why+=" [abrt rc=$RC]"; }
   run env MN_NCCL_WATCH=window=1 srun -N1 -n1 --mn-nccl echo PROGRAM STARTED
   [ $RC -ne 0 ] && has "MN_NCCL_WATCH: window='1' is not seconds from 5 to 3600" && ! has 'PROGRAM STARTED' ||

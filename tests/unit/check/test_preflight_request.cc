@@ -309,8 +309,24 @@ static void emulated_nodes_map_to_their_slurm_node(void**) {
     assert_str(joined(nodes_to_exclude(report_json(r), {"node0", "node1"}).nodes), "node1");
 }
 
+// The hang watch adds a node named for its link to an exclude file the
+// check may have written: one host list, the nodes there kept.
+static void a_node_added_to_an_exclude_file(void**) {
+    assert_str(add_to_exclude("", "node1").value(), "node1\n");
+    assert_str(add_to_exclude("node[1-3]\n", "node7").value(), "node[1-3,7]\n");
+    assert_str(add_to_exclude("node[1-3]\n", "node2").value(), "node[1-3]\n");
+    assert_str(add_to_exclude("node7\n", "node1").value(), "node[1,7]\n");
+    assert_str(add_to_exclude("  \n", "gpu07").value(), "gpu07\n");
+    for (const char* bad : {"node1\nnode2\n", "node[1-", "stale junk [x"}) {
+        const auto r = add_to_exclude(bad, "node1");
+        assert_false(r.ok());
+        assert_contains(r.problem().text(), "not a Slurm host list");
+    }
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_node_added_to_an_exclude_file),
         cmocka_unit_test(bare_option_means_the_defaults),
         cmocka_unit_test(switch_words_in_any_case),
         cmocka_unit_test(option_wins_over_environment),
