@@ -158,7 +158,7 @@ std::optional<LinkStall> LinkWatch::look(double now, const std::vector<TcpSocket
         const auto was = since_.find(key);
         const double since = was == since_.end() ? now : was->second;
         kept[key] = since;
-        if (!named && now - since >= window_) {
+        if (!named && now - since >= window_ && (l.own || l.retransmits >= kDownRetransmits)) {
             l.seconds = now - since;
             named = l;
         }

@@ -63,6 +63,13 @@ struct LinkStall {
 // the peer's node where known.
 std::string link_stall_words(const LinkStall& s, const std::string& peer_name, const std::string& here);
 
+// A peer's link is named only once the kernel has retransmitted the same
+// data this many times without an acknowledgement between (the count
+// starts again at each one): 1.4 s or more of silence at the shortest
+// timeouts (0.2, 0.4, 0.8 s), which a slow or lossy link that still
+// carries data does not reach at every look of a window.
+constexpr unsigned kDownRetransmits = 3;
+
 // Looks at a program's connections, one sample after another.
 class LinkWatch {
 public:

@@ -55,6 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         FUZZ_CHECK(named->seconds >= 5 && t >= 5, "named after %.1f s at %.1f", named->seconds, t);
         FUZZ_CHECK(!named->own || (!ifs.empty() && named->ifname == ifs[0].name), "own link behind an interface up");
         FUZZ_CHECK(named->connections > 0 && named->unacked > 0, "named with nothing waiting");
+        FUZZ_CHECK(named->own || named->retransmits >= mn::kDownRetransmits, "a peer named after %u retransmissions",
+                   named->retransmits);
         FUZZ_CHECK(!mn::link_stall_words(*named, "", "here").empty(), "no words");
     }
     return 0;

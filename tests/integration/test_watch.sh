@@ -167,6 +167,27 @@ t_link_down_and_back() {
   pass "$name (first block ${MS} ms after the link went down)"
 }
 
+# A slow link still carries data: node1's eth0 throttled both ways (tc tbf,
+# latency 100 ms) while the loop runs; its retransmissions are acknowledged
+# between the kernel's timeouts, and nothing is named.
+t_slow_link_is_not_down() {
+  local name="node1's link throttled to 20 Mbit/s, then 2 Mbit/s (tc tbf), window=5: the loop slows, nobody named, every rank DONE"
+  local ok=1 why="" rate steps
+  for rate in 20mbit:12 2mbit:4; do
+    steps=${rate#*:} rate=${rate%:*}
+    tc qdisc add dev mnv1 root tbf rate "$rate" burst 32kbit latency 100ms
+    ip netns exec node1 tc qdisc add dev eth0 root tbf rate "$rate" burst 32kbit latency 100ms
+    mapfile -t args < <(watched window=5 "$PY" "$LOOP")
+    run env STEPS="$steps" srun -N3 -n3 --mn-nccl "${args[@]}"
+    tc qdisc del dev mnv1 root 2>/dev/null
+    ip netns exec node1 tc qdisc del dev eth0 root 2>/dev/null
+    [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch:' || { ok=0; why+=" [$rate rc=$RC]"; }
+    why+=" $rate: $(lines '^DONE rank=0' | sed 's/.*seconds=\([0-9.]*\).*/\1/') s;"
+  done
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
+  pass "$name (the loop's time:$why)"
+}
+
 t_watchers_cpu() {
   local name="the watcher's own CPU over a 20 s step: under 1 % of a core"
   mapfile -t args < <(watched window=30 bash -c 'sleep 20; echo "TICKS $(cut -d" " -f14,15 /proc/$PPID/stat) $(getconf CLK_TCK)"')
