@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "lib/check/exclude_list.h"
+#include "lib/check/history.h"
 #include "lib/check/link_watch.h"
 #include "lib/check/stall.h"
 #include "lib/plan/hostlist.h"
@@ -216,6 +217,7 @@ void ignore_signal(int) {}
 struct Task {
     std::string job, step, host, rank, local_rank, dir;
     std::string exclude_file;  // --exclude-file: where a node named for its link goes
+    std::string history_dir;   // --history: where it gets a line
     bool abort = false;
 };
 
@@ -284,6 +286,19 @@ WatchReport link_report(const Task& t, const LinkStall& l, int child, const std:
         r.excluded = l.own           ? "left to the other nodes' watchers (this node's link is down)"
                      : peer.empty() ? "not added: " + l.peer + " is no node of the step by name"
                                     : exclude_node(t.exclude_file, peer);
+    if (!t.history_dir.empty() && !l.own && !peer.empty()) {
+        // Its history line: a failure of the fabric's, as the check's own.
+        HistoryRecord h;
+        h.job = t.job;
+        h.step = t.step;
+        h.time = static_cast<int64_t>(::time(nullptr));
+        h.node = peer;
+        h.verdict = "link down (mn-nccl watch)";
+        h.kind = kind_word(VerdictKind::Fabric);
+        h.findings = {r.detail};
+        const auto w = append_history(t.history_dir, h);
+        r.history = w ? "line in " + *w : w.problem().text();
+    }
     r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
                                : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
     return r;
@@ -315,6 +330,7 @@ int run_watch(const CommandLine& c) {
     t.local_rank = env_or("SLURM_LOCALID", "?");
     t.abort = c.settings.watch_abort;
     t.exclude_file = c.settings.exclude_file;
+    t.history_dir = c.settings.check.history_dir;
     if (t.abort && (t.job.empty() || t.step.empty())) {
         say("mn-preflight: watch: --abort ends the step, and this is not one (SLURM_JOB_ID, SLURM_STEP_ID unset); "
             "run it under srun, or without --abort\n");

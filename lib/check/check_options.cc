@@ -55,7 +55,8 @@ const std::vector<CheckOption> kTable = {
      "node it names for its link", kOnFail | kWatchArgv},
     {"history", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory (shared, to see every node)", "/var/lib/mn-preflight/history",
      "none", "append one JSON line per node (job, verdict, findings, busbw) to DIR/NODE.jsonl; "
-     "'mn-preflight history DIR' sums them up", kNode},
+     "'mn-preflight history DIR' sums them up; the watch: a line for a node it names for its link",
+     kNode | kWatchArgv},
     {"metrics-dir", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory, e.g. node_exporter's textfile directory",
      "/var/lib/prometheus/node-exporter", "none",
      "write each node's mn_preflight_* gauges to DIR/mn_preflight_NODE.prom (atomically)", kNode},

@@ -192,6 +192,7 @@ std::string watch_report_text(const WatchReport& r) {
     if (!r.dumps.empty()) out += head + "  Flight Recorder dumps: " + join_list(r.dumps, ' ') + "\n";
     if (!r.report_file.empty()) out += head + "  report: " + r.report_file + "\n";
     if (!r.excluded.empty()) out += head + "  exclude file: " + r.excluded + "\n";
+    if (!r.history.empty()) out += head + "  history: " + r.history + "\n";
     if (!r.action.empty()) out += head + "  " + r.action + "\n";
     return out;
 }
@@ -212,6 +213,7 @@ std::string watch_report_json(const WatchReport& r) {
     j["dumps"] = json_texts(r.dumps);
     j["action"] = json_text(r.action);
     if (!r.excluded.empty()) j["excluded"] = json_text(r.excluded);
+    if (!r.history.empty()) j["history"] = json_text(r.history);
     return json_line(j);
 }
 

@@ -13,7 +13,7 @@ Outcome<WatchRequest> parse_watch_request(const std::string& what, const std::st
     r.source = source;
     r.enabled = true;
     const std::string fix = "give " + source + "=report, abort, off, or add window=S (5 to 3600 seconds) or "
-                            "exclude-file=PATH, e.g. " + source + "=abort,window=30";
+                            "exclude-file=PATH or history=DIR, e.g. " + source + "=abort,window=30";
     for (const std::string& raw : split_list(what, ',')) {
         const std::string w = lower(raw);
         if (w.empty() || w == "report") continue;
@@ -30,17 +30,18 @@ Outcome<WatchRequest> parse_watch_request(const std::string& what, const std::st
             r.window = s;
             continue;
         }
-        if (w.compare(0, 13, "exclude-file=") == 0) {
-            r.exclude_file = raw.substr(13);
-            if (r.exclude_file.empty())
-                return Problem{source + ": exclude-file= names no file", fix};
+        if (w.compare(0, 13, "exclude-file=") == 0 || w.compare(0, 8, "history=") == 0) {
+            const bool file = w[0] == 'e';
+            std::string& into = file ? r.exclude_file : r.history_dir;
+            into = raw.substr(file ? 13 : 8);
+            if (into.empty()) return Problem{source + ": " + raw + " names no " + (file ? "file" : "directory"), fix};
             continue;
         }
         if (auto b = parse_boolean(w, source)) {
             r.enabled = *b;
             continue;
         }
-        return Problem{source + ": '" + raw + "' is not report, abort, off, window=S or exclude-file=PATH", fix};
+        return Problem{source + ": '" + raw + "' is not report, abort, off, window=S, exclude-file=PATH or history=DIR", fix};
     }
     if (!r.enabled) r.abort = false;
     return r;
@@ -56,6 +57,10 @@ std::vector<std::string> watch_argv(const WatchRequest& r, const std::string& bi
     if (!r.exclude_file.empty()) {
         a.push_back("--exclude-file");
         a.push_back(r.exclude_file);
+    }
+    if (!r.history_dir.empty()) {
+        a.push_back("--history");
+        a.push_back(r.history_dir);
     }
     a.push_back("--");
     return a;

@@ -164,12 +164,12 @@ static void watch_requests(void**) {
     r = parse_watch_request("yes", "MN_NCCL_WATCH");
     assert_true(r.ok() && r->enabled);
     // A path keeps its case; the words around it do not matter.
-    r = parse_watch_request("ABORT,exclude-file=/Shared/Bad,window=10", "--mn-nccl-watch");
-    assert_true(r.ok() && r->abort && r->exclude_file == "/Shared/Bad");
+    r = parse_watch_request("ABORT,exclude-file=/Shared/Bad,window=10,history=/Hist", "--mn-nccl-watch");
+    assert_true(r.ok() && r->abort && r->exclude_file == "/Shared/Bad" && r->history_dir == "/Hist");
     const std::vector<std::string> with_file = {"/bin/mn-preflight", "watch", "--abort", "--window", "10",
-                                                "--exclude-file", "/Shared/Bad", "--"};
+                                                "--exclude-file", "/Shared/Bad", "--history", "/Hist", "--"};
     assert_true(watch_argv(*r, "/bin/mn-preflight") == with_file);
-    for (const char* bad : {"window=2", "window=", "window=1e9", "abrt", "window=30s", "exclude-file="}) {
+    for (const char* bad : {"window=2", "window=", "window=1e9", "abrt", "window=30s", "exclude-file=", "history="}) {
         const auto b = parse_watch_request(bad, "MN_NCCL_WATCH");
         assert_false(b.ok());
         assert_contains(b.problem().text(), "MN_NCCL_WATCH");

@@ -116,7 +116,7 @@ static void site_config_watch_default(void**) {
     assert_str(p.config.watch.source, kWatchSiteSource);
     p = parse_site_config({"watch=abrt"});
     assert_int_equal(p.warnings.size(), 1);
-    assert_contains(p.warnings[0], "plugstack.conf: watch: 'abrt' is not report, abort, off, window=S or exclude-file=PATH; using watch=off");
+    assert_contains(p.warnings[0], "plugstack.conf: watch: 'abrt' is not report, abort, off, window=S, exclude-file=PATH or history=DIR; using watch=off");
     assert_false(p.config.watch.enabled);
     assert_false(parse_site_config({}).config.watch.enabled);
 }
