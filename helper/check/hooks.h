@@ -28,6 +28,14 @@ void log_start(const Self& self, double start);
 // came).
 void log_end(const Self& self, const char* what);
 
+// The test hook MN_PREFLIGHT_PROFILE=FILE: rank 0 samples where its CPU
+// time goes (SIGPROF every millisecond of the process's CPU, the
+// interrupted call stack of whichever thread ran) and writes the samples to
+// FILE at its end: "base ADDR" (where the program is loaded), then one line
+// of addresses per sample, innermost first.
+// scripts/bench/profile-report.sh names them with the unstripped build.
+void start_profile(const Self& self);
+
 // Test hooks, obeyed only by a build configured with --enable-test-hooks
 // (scripts/build.sh; never the packages).
 // The test hook MN_PREFLIGHT_FAIL_SETUP=RANK[,RANK]: those ranks' set-up

@@ -303,6 +303,7 @@ void forget_nccl_log(std::string& path) {
 
 bool prepare_self(Step& st) {
     log_start(st.self, st.start);
+    start_profile(st.self);  // test hook: rank 0's CPU, sampled
     // First: the node's other ranks knock from their start, and on a loaded
     // host (8,192 ranks on 32 cores) this rank's own facts took seconds.
     open_node_door(st);
