@@ -199,7 +199,9 @@ struct Lead {
     // host: the check's own processes, which NVML's "another process on
     // this GPU" must not count (emulated nodes share a host). Built by host
     // once: per node over every rank was N x R, 8.4 M at 1,024 x 8.
-    std::vector<std::set<unsigned>> pids_by_node() const;
+    // Each node's entry points into `by_host` (one set per host, shared by
+    // the nodes emulated there).
+    std::vector<const std::set<unsigned>*> pids_by_node(std::map<std::string, std::set<unsigned>>& by_host) const;
     // Each node of rep.nodes by its host, in order.
     std::vector<std::string> hosts() const;
 

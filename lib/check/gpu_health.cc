@@ -117,11 +117,12 @@ std::vector<std::vector<GpuFinding>> gpu_modes_across(const std::vector<std::str
 
 std::vector<std::vector<GpuFinding>> gpu_findings(const std::vector<std::string>& hosts,
                                                   const std::vector<std::vector<GpuReadings>>& nodes,
-                                                  const std::vector<std::set<unsigned>>& ours) {
+                                                  const std::vector<const std::set<unsigned>*>& ours) {
     auto out = gpu_modes_across(hosts, nodes);
+    const std::set<unsigned> none;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
         auto own = gpu_health(i < hosts.size() ? hosts[i] : "node" + std::to_string(i), nodes[i],
-                              i < ours.size() ? ours[i] : std::set<unsigned>{});
+                              i < ours.size() && ours[i] ? *ours[i] : none);
         out[i].insert(out[i].begin(), own.begin(), own.end());
     }
     return out;

@@ -52,10 +52,12 @@ std::vector<std::vector<GpuFinding>> gpu_modes_across(const std::vector<std::str
                                                       const std::vector<std::vector<GpuReadings>>& nodes);
 
 // Every node's NVML findings: gpu_health() of each (`ours`: the step's
-// own pids per node) and gpu_modes_across() the nodes, per node of `nodes`.
+// own pids per node, shared by the nodes of one host: 1,024 emulated nodes
+// of one machine each copying its 8,192 pids cost rank 0 a second) and
+// gpu_modes_across() the nodes, per node of `nodes`.
 std::vector<std::vector<GpuFinding>> gpu_findings(const std::vector<std::string>& hosts,
                                                   const std::vector<std::vector<GpuReadings>>& nodes,
-                                                  const std::vector<std::set<unsigned>>& ours);
+                                                  const std::vector<const std::set<unsigned>*>& ours);
 
 // The findings for one node's GPUs (those of the step there). `ours`: the
 // pids of this check's own processes on the node, never foreign.

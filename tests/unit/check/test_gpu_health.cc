@@ -115,7 +115,7 @@ static void ecc_and_mig_mode_against_the_others(void**) {
     // With each node's own findings, in one list per node: its own first.
     auto busy = with(true, true);
     busy[0].processes.push_back({4242, "other", 1024});
-    const auto all = gpu_findings(hosts, {with(true, false), with(true, false), busy}, {kOurs, kOurs, kOurs});
+    const auto all = gpu_findings(hosts, {with(true, false), with(true, false), busy}, {&kOurs, &kOurs, &kOurs});
     assert_int_equal(all.size(), 3);
     assert_true(all[0].empty() && all[1].empty());
     assert_int_equal(all[2].size(), 2);
