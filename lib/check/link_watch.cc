@@ -151,19 +151,20 @@ std::optional<LinkStall> LinkWatch::look(double now, const std::vector<TcpSocket
         l.retransmits = std::max(l.retransmits, s.retransmits);
         ++l.connections;
     }
-    std::map<std::string, double> kept;
+    std::map<std::string, Waiting> kept;
     std::optional<LinkStall> named;
     // "own ..." sorts before "peer ...": this node's own link first.
     for (auto& [key, l] : now_seen) {
-        const auto was = since_.find(key);
-        const double since = was == since_.end() ? now : was->second;
-        kept[key] = since;
+        const auto was = waiting_.find(key);
+        const bool acked = was != waiting_.end() && !l.own && l.retransmits < was->second.retransmits;
+        const double since = was == waiting_.end() || acked ? now : was->second.since;
+        kept[key] = Waiting{since, l.retransmits};
         if (!named && now - since >= window_ && (l.own || l.retransmits >= kDownRetransmits)) {
             l.seconds = now - since;
             named = l;
         }
     }
-    since_ = std::move(kept);
+    waiting_ = std::move(kept);
     return named;
 }
 

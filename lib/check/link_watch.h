@@ -78,13 +78,19 @@ public:
     // (seconds, a clock that only goes forward): the first link whose data
     // has waited, retransmitted (or behind an interface that is down), at
     // every look for `window` seconds or more. A link that carried data
-    // again, or that a look did not show, starts again.
+    // again (its data gone, or fewer retransmissions than at the last look:
+    // the count starts again at each acknowledgement), or that a look did
+    // not show, starts again.
     std::optional<LinkStall> look(double now, const std::vector<TcpSocket>& mine,
                                   const std::vector<LocalInterface>& interfaces);
 
 private:
+    struct Waiting {
+        double since;
+        unsigned retransmits;  // at the last look: fewer now means an acknowledgement came between
+    };
     double window_;
-    std::map<std::string, double> since_;  // "own IF" or "peer ADDR" -> waiting since
+    std::map<std::string, Waiting> waiting_;  // "own IF" or "peer ADDR"
 };
 
 }  // namespace mn

@@ -116,6 +116,14 @@ void a_lossy_link_is_not_down(void**) {
         s[0].retransmits = 1 + static_cast<unsigned>(t) % 2;
         assert_false(w.look(t, s, up).has_value());
     }
+    // Heavy loss: up to 3 timeouts in a row now and then, but an
+    // acknowledgement between (the count falls): never named either.
+    LinkWatch heavy(5);
+    const unsigned counts[] = {1, 2, 3, 1, 2, 3, 4, 1, 3, 2, 3, 4, 2};
+    for (unsigned i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+        s[0].retransmits = counts[i];
+        assert_false(heavy.look(i, s, up).has_value());
+    }
 }
 
 // One look in the window where the data went through starts it again.
