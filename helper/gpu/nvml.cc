@@ -8,6 +8,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+
 #include <thread>
 
 #include "helper/gpu/libraries.h"
@@ -64,6 +66,17 @@ const char* nvmlErrorString(nvmlReturn_t);
 namespace mn::gpu {
 namespace {
 
+// The GPU's NVLink fabric (multi-node NVLink, NVL systems): its domain's
+// ClusterUUID and clique once the fabric manager registered it. Declared
+// here, nvml.h or not: the nvml.h of CUDA 11 has no such call.
+struct FabricInfo {  // nvmlGpuFabricInfo_t
+    unsigned char cluster_uuid[16];
+    nvmlReturn_t status;
+    unsigned int clique;
+    unsigned char state;
+};
+enum : unsigned char { kFabricNotSupported, kFabricNotStarted, kFabricInProgress, kFabricCompleted };
+
 struct Nvml {
     bool loaded = false;
     std::string why;
@@ -81,6 +94,7 @@ struct Nvml {
     decltype(&nvmlDeviceGetNvLinkState) nvlink = nullptr;
     decltype(&nvmlDeviceGetEccMode) ecc_mode = nullptr;
     decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
+    nvmlReturn_t (*fabric)(nvmlDevice_t, FabricInfo*) = nullptr;  // nvmlDeviceGetGpuFabricInfo
     // nvmlDeviceGetCurrentClocksEventReasons in newer drivers, the same
     // call under its older name before.
     nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
@@ -107,6 +121,7 @@ void bind_readings(void* lib, Nvml& x) {
     sym(lib, "nvmlDeviceGetNvLinkState", x.nvlink);
     sym(lib, "nvmlDeviceGetEccMode", x.ecc_mode);
     sym(lib, "nvmlDeviceGetMigMode", x.mig_mode);
+    sym(lib, "nvmlDeviceGetGpuFabricInfo", x.fabric);
     if (!sym(lib, "nvmlDeviceGetCurrentClocksEventReasons", x.events))
         sym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
     sym(lib, "nvmlErrorString", x.error_string);
@@ -166,6 +181,23 @@ void read_memory(const Nvml& n, nvmlDevice_t h, GpuReadings& g) {
     unsigned mig_now = 0, mig_next = 0;
     if (n.mig_mode && n.mig_mode(h, &mig_now, &mig_next) == NVML_SUCCESS)
         g.mig_enabled = mig_now == NVML_DEVICE_MIG_ENABLE;
+    // The NVLink fabric where the GPU has one (not supported elsewhere).
+    FabricInfo f{};
+    if (n.fabric && n.fabric(h, &f) == NVML_SUCCESS) {
+        if (f.state == kFabricCompleted && f.status == NVML_SUCCESS) {
+            char uuid[40];
+            const unsigned char* u = f.cluster_uuid;
+            std::snprintf(uuid, sizeof uuid, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                          u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+            g.fabric_domain = std::string(uuid) + " clique " + std::to_string(f.clique);
+        } else if (f.state == kFabricCompleted) {
+            g.fabric_unready = "registration failed (" + nvml_error(n, f.status) + ")";
+        } else if (f.state == kFabricNotStarted) {
+            g.fabric_unready = "registration not started";
+        } else if (f.state == kFabricInProgress) {
+            g.fabric_unready = "registration in progress";
+        }
+    }
     unsigned corr = 0, unc = 0, is_pending = 0, failed = 0;
     if (n.remapped && n.remapped(h, &corr, &unc, &is_pending, &failed) == NVML_SUCCESS) {
         g.remap_pending = is_pending != 0;

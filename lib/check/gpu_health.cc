@@ -15,6 +15,11 @@ std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<Gp
     // NVLink: compared with the node's best GPU, not with a model's table.
     int most_up = 0;
     for (const auto& g : gpus) most_up = std::max(most_up, g.nvlinks_up);
+    // A node's GPUs are in one NVLink domain: the first's is the node's.
+    // Nodes differ by design (one domain per rack): not compared across.
+    std::string domain;
+    for (const auto& g : gpus)
+        if (g.fabric_domain && domain.empty()) domain = *g.fabric_domain;
     for (const auto& g : gpus) {
         const std::string who = node + " " + g.gpu + ": ";
         auto fail = [&](const std::string& t) { out.push_back({true, who + t}); };
@@ -56,6 +61,18 @@ std::vector<GpuFinding> gpu_health(const std::string& node, const std::vector<Gp
             fail("clocks held down by " + join_list(why, '/') +
                  "; fix: check cooling, power supply and nvidia-smi -q -d PERFORMANCE; drain until it clears");
         }
+        if (g.fabric_unready) {
+            const bool failed = g.fabric_unready->rfind("registration failed", 0) == 0;
+            out.push_back({failed, who + "its NVLink fabric " + *g.fabric_unready +
+                                       " (NCCL cannot use NVLink across the domain); fix: " +
+                                       (failed ? "check nvidia-fabricmanager's log and the NVSwitch trays, drain the "
+                                                 "node until the GPU registers"
+                                               : "wait for nvidia-fabricmanager to register the GPUs (systemctl status "
+                                                 "nvidia-fabricmanager), or drain the node")});
+        }
+        if (g.fabric_domain && *g.fabric_domain != domain)
+            warn("in NVLink domain " + *g.fabric_domain + ", the node's other GPUs in " + domain +
+                 "; fix: check the fabric manager's partition for this node (nvidia-smi -q | grep -A4 Fabric)");
         if (g.sw_thermal)
             warn("clocks lowered by the driver for temperature (software thermal slowdown); fix: check cooling");
     }

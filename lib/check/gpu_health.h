@@ -34,6 +34,11 @@ struct GpuReadings {
     // ECC and MIG mode in force now; none where NVML does not say (a GPU
     // without ECC or MIG, an earlier build).
     std::optional<bool> ecc_enabled, mig_enabled;
+    // The NVLink fabric of an NVL system (NVML's GPU fabric info): its
+    // domain, "ClusterUUID clique N", once registered; or why it is not
+    // ("registration in progress", "registration failed (...)"). Neither
+    // where the GPU has no such fabric.
+    std::optional<std::string> fabric_domain, fabric_unready;
 };
 
 struct GpuFinding {

@@ -272,6 +272,8 @@ msg::Ready ready_from(Source& s) {
         g.power_brake = s.flag();
         if (s.flag()) g.ecc_enabled = s.flag();
         if (s.flag()) g.mig_enabled = s.flag();
+        if (s.flag()) g.fabric_domain = s.text();
+        if (s.flag()) g.fabric_unready = s.text();
         r.health.push_back(g);
     }
     r.fingerprint = s.text();

@@ -366,7 +366,7 @@ FIELDS(FabricSignature, fabric, hcas, rate_gbps, mtu)
 FIELDS(GpuReadings::Process, pid, name, used_mib)
 FIELDS(GpuReadings, gpu, nvml, nvml_error, processes, ecc_uncorrected, retirement_pending, remap_pending, remap_failed,
        pcie_gen, pcie_gen_max, pcie_width, pcie_width_max, nvlinks, nvlinks_up, hw_slowdown, hw_thermal, sw_thermal,
-       power_brake, ecc_enabled, mig_enabled)
+       power_brake, ecc_enabled, mig_enabled, fabric_domain, fabric_unready)
 FIELDS(Standby, rank, label, addr, port)
 FIELDS(NetPlugin, known, name, api, path)
 FIELDS(PcieLink, gpu, width, max_width, gts, max_gts)

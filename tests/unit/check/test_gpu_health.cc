@@ -164,6 +164,36 @@ static void no_nvml_warns_once(void**) {
     assert_contains(f[0].text, "GPU health not read (libnvidia-ml.so.1 not found)");
 }
 
+// NVL systems: a GPU whose NVLink fabric is not registered yet warns, one
+// whose registration failed fails, a GPU in another domain than the node's
+// others warns; nodes in different domains (one per rack) are not compared.
+static void nvlink_fabric(void**) {
+    std::vector<GpuReadings> node = {h200(0, 100), h200(1, 101), h200(2, 102)};
+    for (auto& g : node) g.fabric_domain = "3c1f0e2a-1b2c-4d5e-8f90-a1b2c3d4e5f6 clique 1";
+    assert_int_equal(gpu_health("n1", node, {100, 101, 102}).size(), 0);
+    node[1].fabric_domain.reset();
+    node[1].fabric_unready = "registration in progress";
+    node[2].fabric_domain = "77777777-1b2c-4d5e-8f90-a1b2c3d4e5f6 clique 1";
+    auto f = gpu_health("n1", node, {100, 101, 102});
+    assert_int_equal(f.size(), 2);
+    assert_false(f[0].fail);
+    assert_contains(f[0].text, "n1 GPU1 (00000000:19:00.0): its NVLink fabric registration in progress");
+    assert_contains(f[0].text, "nvidia-fabricmanager");
+    assert_false(f[1].fail);
+    assert_contains(f[1].text, "in NVLink domain 77777777-");
+    node[1].fabric_unready = "registration failed (Unknown Error)";
+    f = gpu_health("n1", node, {100, 101, 102});
+    assert_true(f[0].fail);
+    // Another node, another rack's domain: nothing across nodes.
+    std::vector<GpuReadings> other = {h200(0, 200)};
+    other[0].fabric_domain = "99999999-0000-0000-0000-000000000000 clique 4";
+    std::vector<GpuReadings> same = {h200(0, 300)};
+    same[0].fabric_domain = "3c1f0e2a-1b2c-4d5e-8f90-a1b2c3d4e5f6 clique 1";
+    const std::set<unsigned> a = {200}, b = {300};
+    const auto all = gpu_findings({"n2", "n3"}, {other, same}, {&a, &b});
+    assert_int_equal(all[0].size() + all[1].size(), 0);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(healthy_node_has_no_findings), cmocka_unit_test(foreign_process_fails_naming_pid_and_memory),
@@ -171,6 +201,7 @@ int main() {
         cmocka_unit_test(pcie_below_max_warns),
         cmocka_unit_test(ecc_and_mig_mode_against_the_others),         cmocka_unit_test(nvlink_down_against_the_node),
         cmocka_unit_test(throttling),                   cmocka_unit_test(no_nvml_warns_once),
+        cmocka_unit_test(nvlink_fabric),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
