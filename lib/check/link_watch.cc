@@ -20,16 +20,6 @@ std::optional<uint64_t> hex(const std::string& s, std::size_t digits) {
     return v;
 }
 
-std::optional<uint64_t> decimal(const std::string& s) {
-    if (s.empty() || s.size() > 19) return std::nullopt;
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        v = v * 10 + static_cast<uint64_t>(c - '0');
-    }
-    return v;
-}
-
 // "HI:LO" of two hex fields of the given widths.
 bool hex_pair(const std::string& s, std::size_t a, std::size_t b, uint64_t& x, uint64_t& y) {
     const std::size_t colon = s.find(':');
@@ -55,19 +45,6 @@ std::string quad(uint32_t v) {
     return std::to_string(o[0]) + "." + std::to_string(o[1]) + "." + std::to_string(o[2]) + "." + std::to_string(o[3]);
 }
 
-std::vector<std::string> fields(const std::string& line) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at < line.size() && out.size() < 32) {
-        while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
-        if (at >= line.size()) break;
-        const std::size_t end = line.find_first_of(" \t", at);
-        out.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
-        at = end == std::string::npos ? line.size() : end;
-    }
-    return out;
-}
-
 std::string bytes_words(uint64_t n) {
     if (n < 10 * 1024) return std::to_string(n) + " bytes";
     if (n < 10 * 1024 * 1024) return std::to_string(n / 1024) + " KiB";
@@ -88,11 +65,11 @@ Outcome<std::vector<TcpSocket>> parse_proc_net_tcp(const std::string& text) {
         const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
         at = end == std::string::npos ? text.size() : end + 1;
         ++number;
-        const auto f = fields(line);
+        const auto f = split_list(line, ' ');  // the kernel pads with spaces
         if (f.empty()) continue;
         if (number == 1 && f[0] == "sl") continue;  // the header
         if (f.size() < 10) return bad("fewer than 10 fields");
-        if (f[0].size() < 2 || f[0].back() != ':' || !decimal(f[0].substr(0, f[0].size() - 1)))
+        if (f[0].size() < 2 || f[0].back() != ':' || !whole_number(f[0].substr(0, f[0].size() - 1)))
             return bad("no slot number");
         TcpSocket s;
         uint64_t la, lp, ra, rp, tx, rx, tr, when;
@@ -102,7 +79,7 @@ Outcome<std::vector<TcpSocket>> parse_proc_net_tcp(const std::string& text) {
         if (!hex_pair(f[4], 8, 8, tx, rx)) return bad("no tx_queue:rx_queue");
         if (!hex_pair(f[5], 2, 8, tr, when)) return bad("no timer");
         auto re = hex(f[6], 8);
-        auto inode = decimal(f[9]);
+        auto inode = whole_number(f[9]);
         if (!re || !inode) return bad("no retransmit count or inode");
         s.local = quad(static_cast<uint32_t>(la));
         s.remote = quad(static_cast<uint32_t>(ra));

@@ -16,19 +16,6 @@ namespace mn {
 
 namespace {
 
-// A whole decimal number, and nothing else.
-std::optional<uint64_t> whole(const std::string& s) {
-    if (s.empty() || s.size() > 20) return std::nullopt;
-    uint64_t v = 0;
-    for (char c : s) {
-        if (c < '0' || c > '9') return std::nullopt;
-        const uint64_t d = static_cast<uint64_t>(c - '0');
-        if (v > (UINT64_MAX - d) / 10) return std::nullopt;
-        v = v * 10 + d;
-    }
-    return v;
-}
-
 // Spaces and a trailing newline off both ends.
 std::string trim(const std::string& s) {
     const std::size_t a = s.find_first_not_of(" \n\t");
@@ -65,7 +52,7 @@ Outcome<ProcStat> parse_proc_stat(const std::string& text) {
     if (open == std::string::npos || close == std::string::npos || close < open || open == 0)
         return Problem{"not a /proc/PID/stat line (no command name in parentheses)", ""};
     ProcStat p;
-    const auto pid = whole(trim(text.substr(0, open)));
+    const auto pid = whole_number(trim(text.substr(0, open)));
     if (!pid || *pid == 0 || *pid > 0x3fffffff) return Problem{"not a /proc/PID/stat line (no pid first)", ""};
     p.pid = static_cast<int>(*pid);
     p.comm = text.substr(open + 1, close - open - 1);
@@ -77,7 +64,7 @@ Outcome<ProcStat> parse_proc_stat(const std::string& text) {
     if (f.size() < 13 || f[0].size() != 1) return Problem{"a /proc/PID/stat line with too few fields", ""};
     p.state = f[0][0];
     // ppid: 0 for the first processes; -1 never, but stay whole.
-    const auto ppid = whole(f[1]), utime = whole(f[11]), stime = whole(f[12]);
+    const auto ppid = whole_number(f[1]), utime = whole_number(f[11]), stime = whole_number(f[12]);
     if (!ppid || *ppid > 0x3fffffff || !utime || !stime) return Problem{"a /proc/PID/stat line with a bad number", ""};
     p.ppid = static_cast<int>(*ppid);
     p.ticks = *utime + *stime < *utime ? UINT64_MAX : *utime + *stime;
@@ -153,7 +140,7 @@ bool pause_outlasts(const OwnPause& p, double silence, double beat) { return p.s
 std::optional<double> parse_schedstat_delay(const std::string& text) {
     const auto f = split_list(trim(text), ' ');
     if (f.size() != 3) return std::nullopt;
-    const auto ns = whole(f[1]);
+    const auto ns = whole_number(f[1]);
     if (!ns) return std::nullopt;
     return static_cast<double>(*ns) / 1e9;
 }

@@ -34,6 +34,18 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
     return out;
 }
 
+std::optional<uint64_t> whole_number(const std::string& s) {
+    if (s.empty() || s.size() > 20) return std::nullopt;
+    uint64_t v = 0;
+    for (char c : s) {
+        if (c < '0' || c > '9') return std::nullopt;
+        const uint64_t d = static_cast<uint64_t>(c - '0');
+        if (v > (UINT64_MAX - d) / 10) return std::nullopt;
+        v = v * 10 + d;
+    }
+    return v;
+}
+
 std::string join_list(const std::vector<std::string>& v, char sep) {
     std::string out;
     for (const auto& x : v) {

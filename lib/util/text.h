@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ std::string pad(std::string s, std::size_t width);
 // "a,,b" -> {"a", "b"}: the non-empty fields between separators.
 std::vector<std::string> split_list(const std::string& s, char sep = ',');
 std::string join_list(const std::vector<std::string>& v, char sep = ',');
+// A whole decimal number within 64 bits, and nothing else (no sign, no
+// spaces): the kernel's numbers in /proc.
+std::optional<uint64_t> whole_number(const std::string& s);
 // ASCII lower case (option values and sysfs words are ASCII).
 std::string lower(std::string s);
 // This machine's host name, "?" if the kernel will not say.
