@@ -6,8 +6,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -15,10 +15,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <set>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -265,15 +265,14 @@ WatchReport report_of(const Task& t, int pid, const std::string& comm) {
 // peer's, by its node where its name resolves to the address (no process
 // of the peer's is known here).
 WatchReport link_report(const Task& t, const LinkStall& l, int child, const std::string& comm) {
-    WatchReport r;
+    // The peer's node by name only for a peer's link: behind this node's
+    // own link that is down, the resolver may wait without end.
+    const std::string peer = l.own ? "" : node_of(l.peer);
+    WatchReport r = l.own ? report_of(t, child, comm) : WatchReport{};
     r.kind = "link down";
-    r.job = t.job;
-    r.step = t.step;
-    const std::string peer = node_of(l.peer);
-    if (l.own) {
-        r = report_of(t, child, comm);
-        r.kind = "link down";
-    } else {
+    if (!l.own) {
+        r.job = t.job;
+        r.step = t.step;
         r.host = peer.empty() ? l.peer : peer;
         r.seen_from = t.host + " rank " + t.rank + " (pid " + std::to_string(child) + ")";
     }
@@ -423,11 +422,16 @@ int run_watch(const CommandLine& c) {
             name_it(t, r);
         }
         // The link rule: the program's data not acknowledged for the window.
-        if (!named_link)
-            if (auto l = links.look(monotonic(), program_connections(child, socket_inodes(tree)), interfaces_here())) {
+        // This node's interfaces are asked only while some data waits.
+        if (!named_link) {
+            const auto conns = program_connections(child, socket_inodes(tree));
+            const bool waiting =
+                std::any_of(conns.begin(), conns.end(), [](const TcpSocket& k) { return k.state == 1 && k.unacked; });
+            if (auto l = links.look(monotonic(), conns, waiting ? interfaces_here() : std::vector<LocalInterface>{})) {
                 named_link = true;
                 name_it(t, link_report(t, *l, child, tree.empty() ? c.program[0] : tree[0].comm));
             }
+        }
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);
         ts.tv_nsec = static_cast<long>((kLook - static_cast<double>(ts.tv_sec)) * 1e9);
