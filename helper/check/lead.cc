@@ -152,13 +152,13 @@ bool Lead::own_work_running() const {
     return running(own) || running(own_pair) || running(own_ready) || running(own_retest);
 }
 
-std::vector<const std::set<unsigned>*> Lead::pids_by_node(std::map<std::string, std::set<unsigned>>& by_host) const {
-    by_host.clear();
+std::vector<std::vector<GpuFinding>> Lead::gpu_findings_by_node() const {
+    std::map<std::string, std::set<unsigned>> by_host;
     for (const auto& m : members) by_host[m.hello.host].insert(m.hello.pid);
-    std::vector<const std::set<unsigned>*> out(rep.nodes.size(), nullptr);
+    std::vector<const std::set<unsigned>*> ours(rep.nodes.size(), nullptr);
     for (std::size_t i = 0; i < rep.nodes.size(); ++i)
-        if (!rep.nodes[i].ranks.empty()) out[i] = &by_host[members[rep.nodes[i].ranks.front()].hello.host];
-    return out;
+        if (!rep.nodes[i].ranks.empty()) ours[i] = &by_host[members[rep.nodes[i].ranks.front()].hello.host];
+    return gpu_findings(hosts(), node_health, ours);
 }
 
 // ---- the control plane's cost ----------------------------------------------

@@ -195,13 +195,12 @@ struct Lead {
     std::string own_pause_words() const;
     // Rank 0's own work (readiness, its share, a pair test) still running.
     bool own_work_running() const;
-    // For each node of rep.nodes, the pids of every rank of the step on its
-    // host: the check's own processes, which NVML's "another process on
-    // this GPU" must not count (emulated nodes share a host). Built by host
-    // once: per node over every rank was N x R, 8.4 M at 1,024 x 8.
-    // Each node's entry points into `by_host` (one set per host, shared by
-    // the nodes emulated there).
-    std::vector<const std::set<unsigned>*> pids_by_node(std::map<std::string, std::set<unsigned>>& by_host) const;
+    // Every node's NVML findings (gpu_findings over node_health), with the
+    // step's own processes on each node's host not counted as another
+    // process on a GPU. Their pids are gathered once per host and shared by
+    // the nodes emulated there: a copy per node was 8,192 pids for each of
+    // 1,024 nodes, half of rank 0's CPU at 1,024 x 8.
+    std::vector<std::vector<GpuFinding>> gpu_findings_by_node() const;
     // Each node of rep.nodes by its host, in order.
     std::vector<std::string> hosts() const;
 

@@ -259,8 +259,7 @@ bool await_ready(Step& st, Lead& l, const std::function<void(uint32_t, const std
 // after 1 GiB rounds slowed by it; readiness has it in about 1 s.
 bool gpus_healthy(Lead& l) {
     std::vector<std::string> failed;
-    std::map<std::string, std::set<unsigned>> pids;
-    const auto findings = gpu_findings(l.hosts(), l.node_health, l.pids_by_node(pids));
+    const auto findings = l.gpu_findings_by_node();
     for (std::size_t i = 0; i < findings.size() && i < l.rep.nodes.size(); ++i) {
         for (const auto& f : findings[i])
             if (f.fail) {

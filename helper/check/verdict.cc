@@ -51,8 +51,7 @@ void weigh(const Step& st, Lead& l) {
                             " did not report within --timeout " + num(st.o.timeout, -1) + " s" + l.own_pause_words();
     }
     // GPU health (NVML) per node: a fail blames the node, a warning is a note.
-    std::map<std::string, std::set<unsigned>> pids;
-    const auto findings = gpu_findings(l.hosts(), l.node_health, l.pids_by_node(pids));
+    const auto findings = l.gpu_findings_by_node();
     for (std::size_t i = 0; i < findings.size() && i < rep.nodes.size(); ++i) {
         for (const auto& f : findings[i]) {
             if (f.fail) rep.nodes[i].problems.push_back({VerdictKind::Fault, f.text.substr(rep.nodes[i].host.size() + 1)});
