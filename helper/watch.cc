@@ -2,6 +2,7 @@
 #include "helper/watch.h"
 
 #include "helper/slurm_command.h"
+#include "helper/watch_plane.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,6 +27,7 @@
 #include "lib/check/history.h"
 #include "lib/check/link_watch.h"
 #include "lib/check/stall.h"
+#include "lib/check/watch_verdict.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/netprobe.h"
 #include "lib/util/bounded_file.h"
@@ -38,6 +40,11 @@ namespace mn {
 namespace {
 
 constexpr double kLook = 1.0;  // seconds between looks at the task's processes
+// Rank 0's watch says the block this long after the first finding: the
+// watchers that one fault makes see it (a link: the node's own and its
+// peers') name it within a look or two of each other.
+constexpr double kGather = 2.0;
+constexpr double kTellWait = 3.0;  // seconds another node's watch tries to tell rank 0's
 // Signals Slurm sends every process of the step: the program takes them
 // itself (their default actions restored), the watch outlives them.
 constexpr int kStepSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
@@ -219,6 +226,13 @@ struct Task {
     std::string exclude_file;  // --exclude-file: where a node named for its link goes
     std::string history_dir;   // --history: where it gets a line
     bool abort = false;
+    // Rank 0's watch says the step's one block; the others tell it at
+    // rank0_addr:port (MN_NCCL_WATCH_PORT), or say their own where there is
+    // no such port or it cannot be told.
+    uint32_t world = 1;
+    bool lead = false;
+    std::string rank0_addr, secret;
+    uint16_t port = 0;
 };
 
 // Adds `node` to the exclude file: "node1 added to PATH", or why not. The
@@ -277,46 +291,134 @@ WatchReport link_report(const Task& t, const LinkStall& l, int child, const std:
         r.seen_from = t.host + " rank " + t.rank + " (pid " + std::to_string(child) + ")";
     }
     r.detail = link_stall_words(l, peer, t.host);
-    // Host evidence, the kernel's: the peer goes into the exclude file,
-    // before --abort ends this process with the step. A node whose own
-    // link is down leaves it to the others' watchers: its file system may
-    // be behind that link.
-    if (!t.exclude_file.empty())
-        r.excluded = l.own           ? "left to the other nodes' watchers (this node's link is down)"
-                     : peer.empty() ? "not added: " + l.peer + " is no node of the step by name"
-                                    : exclude_node(t.exclude_file, peer);
-    if (!t.history_dir.empty() && !l.own && !peer.empty()) {
-        // Its history line: a failure of the fabric's, as the check's own.
-        HistoryRecord h;
-        h.job = t.job;
-        h.step = t.step;
-        h.time = static_cast<int64_t>(::time(nullptr));
-        h.node = peer;
-        h.verdict = "link down (mn-nccl watch)";
-        h.kind = kind_word(VerdictKind::Fabric);
-        h.findings = {r.detail};
-        const auto w = append_history(t.history_dir, h);
-        r.history = w ? "line in " + *w : w.problem().text();
-    }
+    // Host evidence, the kernel's: a peer of the step by name goes into the
+    // exclude file (settle). A node whose own link is down leaves it to the
+    // others' watchers: its file system may be behind that link.
+    r.host_evidence = !l.own && !peer.empty();
+    if (!t.exclude_file.empty() && !r.host_evidence)
+        r.excluded = l.own ? "left to the other nodes' watchers (this node's link is down)"
+                           : "not added: " + l.peer + " is no node of the step by name";
     r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
                                : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
     return r;
 }
 
-// The block on stderr and the JSON file, then (with --abort) the step's end.
-void name_it(const Task& t, WatchReport r) {
-    r.dumps = dumps_in(t.dir);
-    // A report on a process is named by its rank; one on a link by the
-    // task that saw it.
-    const std::string file = t.dir + "/" + t.host + ".rank" + (r.pid ? r.rank : t.rank) + ".json";
-    r.action = t.abort ? "--abort: ending step " + t.job + "." + t.step + " (scancel)"
-                       : "the step goes on; srun --mn-nccl-watch=abort ends it at this point";
-    if (auto w = replace_file(file, watch_report_json(r) + "\n", 0600); w) r.report_file = file;
-    say(watch_report_text(r));
+// A subject named with host evidence: into the exclude file and the
+// history, by whoever says the block (rank 0's watch, or a node that could
+// not tell it), before --abort ends the step.
+void settle(const Task& t, WatchReport& r) {
+    if (!r.host_evidence) return;
+    if (!t.exclude_file.empty()) r.excluded = exclude_node(t.exclude_file, r.host);
+    if (!t.history_dir.empty()) {
+        // Its history line: a failure of the fabric's, as the check's own.
+        HistoryRecord h;
+        h.job = t.job;
+        h.step = t.step;
+        h.time = static_cast<int64_t>(::time(nullptr));
+        h.node = r.host;
+        h.verdict = r.kind + " (mn-nccl watch)";
+        h.kind = kind_word(VerdictKind::Fabric);
+        h.findings = {r.detail};
+        const auto w = append_history(t.history_dir, h);
+        r.history = w ? "line in " + *w : w.problem().text();
+    }
+}
+
+// The block on stderr, a JSON report per subject, then (with --abort) the
+// step's end. `note`: a last line (why rank 0's watch did not say it).
+void say_block(const Task& t, const std::vector<WatchReport>& reports, const std::string& note = "") {
+    std::vector<WatchReport> subjects = merge_reports(reports);
+    for (std::size_t i = 0; i < subjects.size(); ++i) {
+        WatchReport& r = subjects[i];
+        r.job = t.job;
+        r.step = t.step;
+        settle(t, r);
+        // A report on a process is named by its rank; one on a peer's link
+        // by the node named.
+        const std::string file = t.dir + "/" + r.host + (r.pid ? ".rank" + r.rank : ".link") + ".json";
+        if (auto w = replace_file(file, watch_report_json(r) + "\n", 0600); w) r.report_file = file;
+        if (i + 1 == subjects.size())
+            r.action = t.abort ? "--abort: ending step " + t.job + "." + t.step + " (scancel)"
+                               : "the step goes on; srun --mn-nccl-watch=abort ends it at this point";
+    }
+    say(watch_verdict_text(subjects) + (note.empty() ? "" : "mn-nccl watch:   " + note + "\n"));
     if (!t.abort) return;
     std::string why;
     if (!end_step(t.job, t.step, why)) say("mn-nccl watch: could not end the step: " + why + "\n");
 }
+
+// What this watch named: rank 0's keeps it for the step's block (the
+// others' may come meanwhile); another rank's tells rank 0's, or says its
+// own where it cannot.
+struct Speaker {
+    const Task& t;
+    std::unique_ptr<WatchDoor> door;  // rank 0's, where it listens
+    std::vector<WatchReport> pending;  // rank 0's: named, not yet said
+    double first = 0;                  // when the first of them came
+    bool said = false;                 // a block was said (with --abort, the step is ending)
+    std::string strangers_said;
+
+    void named(WatchReport r) {
+        r.dumps = dumps_in(t.dir);
+        if (t.lead && door) {
+            if (pending.empty()) first = monotonic();
+            pending.push_back(std::move(r));
+            return;
+        }
+        if (!t.lead && t.port) {
+            const std::string why = tell_rank0(t.rank0_addr, t.port, rank_number(), r, t.secret, kTellWait);
+            if (why.empty()) return;
+            say_block(t, {r}, "rank 0's watch (" + t.rank0_addr + ":" + std::to_string(t.port) +
+                                  ") could not be told, so this node says it: " + why);
+            return;
+        }
+        say_block(t, {r});
+    }
+    // Rank 0's: the others' findings; the block once the first has waited
+    // kGather for the rest of what one fault makes several watchers see
+    // (or at once: `now_too`, the watch ends, and stops listening first).
+    void turn(bool now_too = false) {
+        if (!door) {
+            if (now_too && !pending.empty()) {
+                say_block(t, pending);
+                said = true;
+            }
+            pending.clear();
+            return;
+        }
+        if (now_too) door->close();
+        for (auto& r : door->take()) {
+            if (pending.empty()) first = monotonic();
+            pending.push_back(std::move(r));
+        }
+        if (!pending.empty() && (now_too || monotonic() - first >= kGather)) {
+            say_block(t, pending);
+            pending.clear();
+            said = true;
+        }
+        // Strangers at the door, once, when the watch ends: nobody without
+        // the step secret was heard.
+        if (now_too) {
+            const std::string s = door->strangers();
+            if (!s.empty() && s != strangers_said)
+                say("mn-nccl watch: " + t.host + " rank 0's watch port " + std::to_string(t.port) + ": " + s +
+                    "; none was heard\n");
+            strangers_said = s;
+        }
+    }
+    // Rank 0's, its program ended in error (another rank's death seen
+    // through a collective, often): the others' watches may name the cause
+    // in a moment, so it listens `seconds` before it ends.
+    void listen_on(double seconds) {
+        if (!door) return;
+        const double until = monotonic() + seconds;
+        while (monotonic() < until) {
+            turn();
+            usleep(250 * 1000);
+        }
+    }
+    uint32_t rank_number() const { return static_cast<uint32_t>(std::strtoul(t.rank.c_str(), nullptr, 10)); }
+};
 
 }  // namespace
 
@@ -342,6 +444,29 @@ int run_watch(const CommandLine& c) {
     }
     t.dir = *dir;
     arm(t.dir);
+    // The step's one block: rank 0's watch listens at the step's watch
+    // port, the others tell it. Without the port (the plugin gives it),
+    // the secret or a rank 0 to reach, each node says its own.
+    t.world = static_cast<uint32_t>(std::strtoul(env_or("SLURM_NTASKS", "1").c_str(), nullptr, 10));
+    t.lead = t.rank == "0";
+    t.secret = env_or("MN_NCCL_STEP_SECRET");
+    const unsigned long port =
+        c.settings.port ? c.settings.port : std::strtoul(env_or("MN_NCCL_WATCH_PORT").c_str(), nullptr, 10);
+    const bool program_port = std::to_string(port) == env_or("MASTER_PORT");
+    if (port > 0 && port <= 65535 && !program_port && !t.secret.empty() && t.world > 1) {
+        std::string err;
+        const std::string master = env_or("MASTER_ADDR");
+        if (auto a = Ipv4::parse(master)) t.rank0_addr = a->str();
+        else if (auto r = resolve_ipv4(master, err); !r.empty()) t.rank0_addr = r[0].str();
+        if (!t.rank0_addr.empty()) t.port = static_cast<uint16_t>(port);
+    }
+    Speaker speaker{t, nullptr, {}, 0, false, ""};
+    if (t.lead && t.port) {
+        if (auto d = WatchDoor::open(t.port, t.secret, t.world)) speaker.door = std::move(d.value());
+        else
+            say("mn-nccl watch: " + t.host + " rank 0: cannot listen at the watch port " + std::to_string(t.port) +
+                " (" + d.problem().text() + "): each node's watch says its own block\n");
+    }
     // The program gets srun's signals itself (Slurm signals every process
     // of the step); the watch stays to see how it ends.
     struct sigaction sa{};
@@ -392,18 +517,24 @@ int run_watch(const CommandLine& c) {
                 r.detail = how;
                 if (r.kind != std::string("process dead"))
                     r.detail += ": its collective timed out waiting on another rank; the dump names the collective";
-                name_it(t, r);
-            } else if (t.abort && WIFEXITED(st) && WEXITSTATUS(st) != 0 && named_pid == 0) {
+                speaker.named(r);
+            } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0 && named_pid == 0 && (t.abort || speaker.door)) {
                 // The program's own end (an exception, often another
-                // rank's death seen through the collective): not named; the
-                // step ends, after a moment in which a rank that died or
-                // stopped first is named by its own watch.
-                say("mn-nccl watch: " + t.host + " rank " + t.rank + ": the program " + how + "; --abort: ending step " +
-                    t.job + "." + t.step + " in 3 s\n");
-                sleep(3);
+                // rank's death seen through the collective): not named; a
+                // moment in which a rank that died or stopped first is named
+                // by its own watch (to rank 0's, which listens meanwhile),
+                // then, with --abort, the step ends.
+                if (t.abort)
+                    say("mn-nccl watch: " + t.host + " rank " + t.rank + ": the program " + how +
+                        "; --abort: ending step " + t.job + "." + t.step + " in 3 s\n");
+                if (speaker.door) speaker.listen_on(3);
+                else sleep(3);
+                speaker.turn(true);
                 std::string why;
-                if (!end_step(t.job, t.step, why)) say("mn-nccl watch: could not end the step: " + why + "\n");
+                if (t.abort && !speaker.said && !end_step(t.job, t.step, why))
+                    say("mn-nccl watch: could not end the step: " + why + "\n");
             }
+            speaker.turn(true);
             return sig ? 128 + sig : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
         }
         if (done < 0 && errno != EINTR) return 1;
@@ -419,7 +550,7 @@ int run_watch(const CommandLine& c) {
                                  " s, none since");
             if (s->proc.pid != child) r.evidence.push_back("a process of the task (its program is pid " +
                                                            std::to_string(child) + ")");
-            name_it(t, r);
+            speaker.named(r);
         }
         // The link rule: the program's data not acknowledged for the window.
         // This node's interfaces are asked only while some data waits.
@@ -429,9 +560,10 @@ int run_watch(const CommandLine& c) {
                 std::any_of(conns.begin(), conns.end(), [](const TcpSocket& k) { return k.state == 1 && k.unacked; });
             if (auto l = links.look(monotonic(), conns, waiting ? interfaces_here() : std::vector<LocalInterface>{})) {
                 named_link = true;
-                name_it(t, link_report(t, *l, child, tree.empty() ? c.program[0] : tree[0].comm));
+                speaker.named(link_report(t, *l, child, tree.empty() ? c.program[0] : tree[0].comm));
             }
         }
+        speaker.turn();
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);
         ts.tv_nsec = static_cast<long>((kLook - static_cast<double>(ts.tv_sec)) * 1e9);

@@ -40,7 +40,7 @@ struct CheckSettings {
     bool job_comment = false;  // and also into the job's comment
     // mn-preflight's own, never in --mn-preflight=OPTIONS:
     bool exec = false;                  // check --exec: the check, then PROGRAM on PASS
-    unsigned port = 0;                  // check --exec: the check's rendezvous port (0: MASTER_PORT)
+    unsigned port = 0;                  // check --exec: the check's rendezvous port (0: MASTER_PORT); watch: rank 0's watch port (0: none)
     std::string container;              // check --exec: where the task runs (the plugin says)
     std::string reason_file;            // prolog: the one-line reason on failure
     std::string sysfs_root;             // discover: DIR/class/... instead of /sys/class/...

@@ -112,6 +112,7 @@ struct WatchReport {
     std::vector<std::string> dumps;     // the Flight Recorder's files in the report directory
     std::string report_file;            // where the JSON went ("" when it could not be written)
     std::string excluded;               // "node1 added to PATH", or why not (a link named, --exclude-file)
+    bool host_evidence = false;         // the host's own evidence names it (a link the kernel gives up on): excluded
     std::string history;                // "line in DIR/node1.jsonl", or why not (a link named, --history)
     std::string action;                 // what the watch does next
 };

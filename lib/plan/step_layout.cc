@@ -95,6 +95,15 @@ uint32_t port_salt(const std::string& secret) {
     return err == std::errc() && at == end ? salt : 0;
 }
 
+uint16_t derive_watch_port(const PortRange& r, uint32_t job_id, uint32_t step_id, const std::string& secret) {
+    const uint32_t salt = port_salt(secret.size() > 8 ? secret.substr(8) : "") ^ 0x9e3779b9u;
+    const uint16_t port = derive_port(r, job_id, step_id + 8, salt);
+    const uint16_t master = derive_port(r, job_id, step_id, port_salt(secret));
+    // A range too small for blocks: the next port of it.
+    if (port != master) return port;
+    return static_cast<uint16_t>(port == r.hi ? r.lo : port + 1);
+}
+
 std::string rdzv_id(uint32_t job_id, uint32_t step_id) {
     return std::to_string(job_id) + "." + std::to_string(step_id);
 }

@@ -53,6 +53,13 @@ uint16_t derive_port(const PortRange& r, uint32_t job_id, uint32_t step_id, uint
 // 32 bits; 0 when there is none.
 uint32_t port_salt(const std::string& secret);
 
+// Where rank 0's hang watch takes the other nodes' findings (mn-preflight
+// watch --port): in the range as MASTER_PORT is, never the step's
+// MASTER_PORT (the program's), its block moved by the secret's second 32
+// bits and its slot half a block from the step's, so that it meets
+// neither this step's ports nor, but by chance, another job's.
+uint16_t derive_watch_port(const PortRange& r, uint32_t job_id, uint32_t step_id, const std::string& secret);
+
 // torchrun's rendezvous id: distinct for two steps of one job.
 std::string rdzv_id(uint32_t job_id, uint32_t step_id);
 

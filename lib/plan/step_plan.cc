@@ -197,6 +197,8 @@ Outcome<StepPlan> plan_step(const StepFacts& facts, const UserChoice& choice, co
                         "-" + std::to_string(site.ports.hi);
     }
     plan.rdzv = rdzv_id(facts.job_id, facts.step_id);
+    plan.watch_port = derive_watch_port(site.ports, facts.job_id, facts.step_id, given(env, "MN_NCCL_STEP_SECRET"));
+    if (plan.watch_port == plan.master_port) plan.watch_port = 0;
 
     auto ifc = choose_interface(master, ifs, net.route_source(master));
     if (!ifc) return ifc.problem();
@@ -341,6 +343,9 @@ std::vector<EnvVar> task_environment(const StepPlan& plan, const TaskFacts& task
         put("PET_MASTER_PORT", port);
         put("PET_RDZV_ID", plan.rdzv);
     }
+    // Where rank 0's hang watch hears the other nodes' (mn-preflight watch),
+    // whether the plugin or the user puts the watch in front of the program.
+    if (plan.watch_port) put("MN_NCCL_WATCH_PORT", std::to_string(plan.watch_port));
     // NCCL takes '=' as "exactly this name", not a prefix.
     put("NCCL_SOCKET_IFNAME", "=" + plan.ifname);
     put("GLOO_SOCKET_IFNAME", plan.ifname);

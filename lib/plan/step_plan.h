@@ -67,6 +67,7 @@ struct StepPlan {
     unsigned emulate = 1;
     std::string master_addr;
     uint16_t master_port = 0;
+    uint16_t watch_port = 0;  // rank 0's hang watch (derive_watch_port); 0: none apart from MASTER_PORT
     std::string rdzv;
     std::string ifname;
     // Why each value was chosen, for --mn-nccl-explain.

@@ -109,6 +109,7 @@ void every_decoder(const std::string& body) {
     decoder<msg::TakeoverReport>(body, "TakeoverReport");
     decoder<msg::Relay>(body, "Relay");
     decoder<msg::Relayed>(body, "Relayed");
+    decoder<msg::Finding>(body, "Finding");
     auto lead = msg::decode_from_lead(body);
     if (lead) {
         auto back = msg::decode_from_lead(msg::encode(lead.value()));
@@ -313,6 +314,14 @@ void built_liveness(Source& s) {
     round_trip(msg::TakeoverReport{hello_from(s)}, "TakeoverReport");
     round_trip(msg::Welcome{static_cast<uint32_t>(s.bits(32))}, "Welcome");
     round_trip(msg::Refused{s.text()}, "Refused");
+    // A node's watch -> rank 0's: what it named.
+    msg::Finding f{s.text(), s.text(), s.text(), s.text(), static_cast<uint32_t>(s.bits(32)), s.text(), s.text(),
+                   s.text(), {}, {}, s.text(), s.flag()};
+    for (int n = s.byte() % 4; n > 0; --n) f.evidence.push_back(s.text());
+    for (int n = s.byte() % 3; n > 0; --n) f.dumps.push_back(s.text());
+    round_trip(f, "Finding");
+    FUZZ_CHECK(!msg::decode_from_rank(msg::encode(f)) && !msg::decode_from_lead(msg::encode(f)),
+               "a watch's finding is no message of the check's control connection");
     // A message from the wrong side is refused, naming what it is.
     const std::string beat = msg::encode(msg::Beat{msg::Stage::Pairs});
     FUZZ_CHECK(msg::decode_from_lead(beat) && msg::decode_from_rank(beat), "a heartbeat goes both ways");

@@ -10,7 +10,9 @@
 # A node's link taken down mid-run (its eth0 in its namespace): that node's
 # link named by the others, and by its own watcher; back up, the loop recovers.
 # Healthy: a pause on every rank and one on rank 0 alone, longer than the
-# window: nobody named. And the watcher's own CPU.
+# window: nobody named. Rank 0's watch says the step's one block: the others
+# tell it behind the check's doorway, and strangers at its port are not
+# heard. And the watcher's own CPU.
 source "$(dirname "$0")/lib.sh"
 PF=$TOP/helper/mn-preflight
 LOOP=$TOP/scripts/torch/train_loop.py
@@ -144,7 +146,7 @@ link_fault() {
 }
 
 t_link_down() {
-  local name="node1's eth0 taken down mid-run, abort,window=5,exclude-file=F,history=D: a watcher of another node names node1's link (its address, the data it does not acknowledge, the namer's own eth0 up), no process named, node1 added to F (node7 kept) and a fabric failure in D/node1.jsonl; the step ends"
+  local name="node1's eth0 taken down mid-run, abort,window=5,exclude-file=F,history=D: one block, rank 0's watch's, names node1's link (its address, the data it does not acknowledge, the namer's own eth0 up, seen from node0 and/or node2), no process named, node1 added to F once (node7 kept) and a fabric failure in D/node1.jsonl; the step ends"
   local ex=$OUT/exclude hist=$OUT/hist
   echo "node7" >"$ex"
   rm -rf "$hist"
@@ -155,18 +157,21 @@ t_link_down() {
     has "mn-nccl watch:   history: line in $hist/node1.jsonl" && [ "$(ls "$hist")" = node1.jsonl ] &&
     grep -q '"kind":"fabric"' "$hist/node1.jsonl" && grep -qE '^node1 +[0-9]+ +[0-9]+ +fabric' <<<"$summary" &&
     has "mn-nccl watch: link down: node1: node1 \(10\.250\.0\.11\) does not acknowledge the program's data from node[02]: [0-9]+ (bytes|KiB) unacknowledged on [0-9]+ connections?, [0-9]+ retransmissions?, for [5-9] s; node[02]'s eth0 is up: the link of node1, or the path to it, is down" &&
-    has 'mn-nccl watch:   evidence: the kernel on node[02] retransmits to 10\.250\.0\.11 and hears no acknowledgement; seen from node[02] rank [02] \(pid [0-9]+\)' &&
+    has 'mn-nccl watch:   evidence: (the kernel on node[02] retransmits to 10\.250\.0\.11 and hears no acknowledgement; )+seen from node[02] rank [02] \(pid [0-9]+\)(, node[02] rank [02] \(pid [0-9]+\))?$' &&
+    [ "$(count 'mn-nccl watch: link down: node1: ')" = 1 ] && [ "$(count 'exclude file: node1 added')" = 1 ] &&
     has 'ending step [0-9]+\.[0-9]+ \(scancel\)' && ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' && ! has '^DONE' ||
     { fail "$name" "rc=$RC, first block ${MS} ms after the link went down"; return; }
   pass "$name (named ${MS} ms after the link went down)"
 }
 
 t_link_down_and_back() {
-  local name="node1's eth0 down for 9 s, then up (window=5, no abort): node1's watcher names its own eth0 down, the others name node1's link, nobody's process; the loop recovers and every rank is DONE"
+  local name="node1's eth0 down for 9 s, then up (window=5, no abort): rank 0's watch names node1's link once (node0's and node2's findings), node1's watcher its own eth0 down in a block of its own (it cannot reach rank 0's), nobody's process; the loop recovers and every rank is DONE"
   STEPS=120 link_fault window=5 9
   [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] &&
     has "mn-nccl watch: link down: node1 rank 1 \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): node1's eth0 is down: the program's data waits behind it \([0-9]+ (bytes|KiB) on [0-9]+ connections?\) for [5-9] s" &&
     has "mn-nccl watch: link down: node1: node1 \(10\.250\.0\.11\) does not acknowledge" &&
+    [ "$(count 'mn-nccl watch: link down: node1: ')" = 1 ] &&
+    has "mn-nccl watch:   rank 0's watch \(10\.250\.0\.10:[0-9]+\) could not be told, so this node says it: " &&
     ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' ||
     { fail "$name" "rc=$RC, first block ${MS} ms after the link went down"; return; }
   pass "$name (first block ${MS} ms after the link went down)"
@@ -191,6 +196,29 @@ t_slow_link_is_not_down() {
   done
   [ $ok = 1 ] || { fail "$name" "$why"; return; }
   pass "$name (the loop's time:$why)"
+}
+
+# Strangers at rank 0's watch port (the step's MN_NCCL_WATCH_PORT): bytes
+# that prove no step secret, a connection that says nothing. None of them
+# is heard: nobody named, and rank 0's watch says at its end who came.
+t_strangers_at_the_watch_port() {
+  local name="strangers at rank 0's watch port mid-run (garbage three times, a silent connection), window=5: nobody named, every rank DONE; rank 0's watch says at its end that they came from node2's address and none was heard"
+  local pid0 port i
+  STEPS=80 start_loop window=5
+  pid0=$(cat "$OUT/pid.0" 2>/dev/null)
+  port=$(tr '\0' '\n' <"/proc/$pid0/environ" 2>/dev/null | sed -n 's/^MN_NCCL_WATCH_PORT=//p')
+  if [ -n "$port" ]; then
+    for i in 1 2 3; do
+      ip netns exec node2 timeout 5 bash -c "exec 3<>/dev/tcp/10.250.0.10/$port; printf 'GARBAGE %s\r\n' $i >&3; sleep 0.3"
+    done
+    ip netns exec node2 timeout 5 bash -c "exec 3<>/dev/tcp/10.250.0.10/$port; sleep 3.5"
+  fi
+  wait "$SPID"
+  RC=$?
+  [ -n "$port" ] && [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch: [a-z ]+: node' &&
+    has "mn-nccl watch: node0 rank 0's watch port $port: [0-9]+ connections? from 10\.250\.0\.12 .*; none was heard" ||
+    { fail "$name" "rc=$RC, port=${port:-none}"; return; }
+  pass "$name"
 }
 
 t_watchers_cpu() {

@@ -396,6 +396,7 @@ FIELDS(RelayPart, to, body)
 MESSAGE(Relay, parts)
 FIELDS(Carried, rank, what, body, error, silent)
 MESSAGE(Relayed, parts, door_strangers)
+MESSAGE(Finding, kind, host, rank, local_rank, pid, comm, seen_from, detail, evidence, dumps, excluded, host_evidence)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

@@ -379,6 +379,26 @@ struct Relayed {
     auto tie() const { return std::tie(parts, door_strangers); }
 };
 
+// ---- the hang watch (helper/watch.cc): a node's watch -> rank 0's ----------------
+
+// What a node's watch named (lib/check/stall.h's WatchReport, as it
+// travels): the first and only message of a connection for "watch", for
+// rank 0's watch to say with the others' as the step's one block. Proven by
+// the step secret, yet rank 0's watch still judges it: only a node of the
+// step named with host evidence goes into the exclude file.
+struct Finding {
+    std::string kind, host, rank, local_rank;
+    uint32_t pid = 0;
+    std::string comm, seen_from, detail;
+    std::vector<std::string> evidence, dumps;
+    std::string excluded;        // why the node is not for the exclude file, where it is not
+    bool host_evidence = false;  // the host's own evidence (a link the kernel gives up on): it may be excluded
+    auto tie() const {
+        return std::tie(kind, host, rank, local_rank, pid, comm, seen_from, detail, evidence, dumps, excluded,
+                        host_evidence);
+    }
+};
+
 // What comes on the control connection after the hello.
 using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word, Relay>;
 using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport, Relayed>;

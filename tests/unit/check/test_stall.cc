@@ -186,6 +186,12 @@ static void watch_command_line(void**) {
     assert_true(c.settings.watch_window == 12);
     assert_int_equal(c.program.size(), 4);
     assert_str(c.program[2], "--lr");
+    assert_int_equal(c.settings.port, 0);
+    c = parse_command_line({"watch", "--port", "24107", "--", "python3"});
+    assert_str(c.error, "");
+    assert_int_equal(c.settings.port, 24107);
+    c = parse_command_line({"watch", "--port", "0", "--", "python3"});
+    assert_contains(c.error, "--port needs a port from 1 to 65535");
     c = parse_command_line({"watch"});
     assert_str(c.error, "needs a program after --: mn-preflight watch [OPTIONS] -- PROGRAM");
     c = parse_command_line({"watch", "python3"});

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <cstdio>
 #include <set>
 
 #include "lib/plan/step_layout.h"
@@ -110,6 +111,30 @@ static void the_step_secret_places_the_port(void**) {
     for (uint32_t salt = 0; salt < 100; ++salt) assert_in_range(derive_port(tiny, 7, 3, salt * 0x9e3779b9u), 30000, 30004);
 }
 
+// The watch's port: in the range, never the step's MASTER_PORT (the
+// program's), the same on every node, moved by the secret.
+static void the_watch_port_is_its_own(void**) {
+    PortRange r;
+    PortRange tiny{30000, 30004};
+    PortRange one{30000, 30000};
+    std::set<uint16_t> seen;
+    for (uint32_t i = 0; i < 400; ++i) {
+        char secret[17];
+        std::snprintf(secret, sizeof secret, "%08x%08x", i * 2654435761u, i * 40503u + 17);
+        for (const PortRange& range : {r, tiny}) {
+            const uint32_t step = i % 20;
+            const uint16_t w = derive_watch_port(range, 1000 + i, step, secret);
+            assert_in_range(w, range.lo, range.hi);
+            assert_int_not_equal(w, derive_port(range, 1000 + i, step, port_salt(secret)));
+            assert_int_equal(w, derive_watch_port(range, 1000 + i, step, secret));
+        }
+        seen.insert(derive_watch_port(r, 4242, 0, secret));
+    }
+    assert_true(seen.size() > 250);  // the secret places it, as it places MASTER_PORT (400 draws of 625 blocks: ~295)
+    assert_int_not_equal(derive_watch_port(r, 4242, 0, ""), derive_port(r, 4242, 0, 0));
+    assert_int_equal(derive_watch_port(one, 1, 1, "ab"), 30000);  // a range of one port: no other to take
+}
+
 static void rendezvous_ids(void**) {
     assert_str(rdzv_id(1234, 0), "1234.0");
     assert_true(rdzv_id(1234, 0) != rdzv_id(1234, 1));
@@ -142,6 +167,7 @@ int main() {
         cmocka_unit_test(nearby_jobs_differ),
         cmocka_unit_test(same_inputs_same_port),
         cmocka_unit_test(the_step_secret_places_the_port),
+        cmocka_unit_test(the_watch_port_is_its_own),
         cmocka_unit_test(rendezvous_ids),
         cmocka_unit_test(training_steps),
         cmocka_unit_test(gpu_counts),

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "helper/watch_plane.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "helper/check/control/doorway.h"
+#include "helper/check/control/messages.h"
+#include "helper/wire.h"
+
+namespace mn {
+
+namespace msg = check::msg;
+
+namespace {
+
+msg::Finding finding_of(const WatchReport& r) {
+    return msg::Finding{r.kind,   r.host,     r.rank,  r.local_rank, static_cast<uint32_t>(r.pid),
+                        r.comm,   r.seen_from, r.detail, r.evidence,  r.dumps,
+                        r.excluded, r.host_evidence};
+}
+
+WatchReport report_of(const msg::Finding& f) {
+    WatchReport r;
+    r.kind = f.kind;
+    r.host = f.host;
+    r.rank = f.rank;
+    r.local_rank = f.local_rank;
+    r.pid = static_cast<int>(f.pid);
+    r.comm = f.comm;
+    r.seen_from = f.seen_from;
+    r.detail = f.detail;
+    r.evidence = f.evidence;
+    r.dumps = f.dumps;
+    r.excluded = f.excluded;
+    r.host_evidence = f.host_evidence;
+    return r;
+}
+
+}  // namespace
+
+struct WatchDoor::State {
+    wire::Fd listen;
+    std::unique_ptr<check::Doorway> door;
+    uint32_t world = 1;
+    std::atomic<bool> stop{false};
+    std::thread thread;
+    std::mutex mu;
+    std::vector<WatchReport> came;  // guarded by mu
+    std::string strangers;          // guarded by mu
+    unsigned garbled = 0;           // guarded by mu: proven, but no finding in what it sent
+
+    void run() {
+        auto want = [this](const std::string& purpose, uint32_t rank) {
+            return purpose == "watch" && rank > 0 && rank < world;
+        };
+        while (!stop.load()) {
+            std::vector<check::Guest> guests = door->turn(0.25, want);
+            std::lock_guard<std::mutex> g(mu);
+            for (const check::Guest& guest : guests) {
+                if (auto f = msg::decode<msg::Finding>(guest.first)) came.push_back(report_of(f.value()));
+                else ++garbled;
+            }
+            strangers = door->strangers().summary();
+        }
+    }
+};
+
+Outcome<std::unique_ptr<WatchDoor>> WatchDoor::open(uint16_t port, const std::string& secret, uint32_t world) {
+    uint16_t bound = 0;
+    auto fd = wire::listen_tcp("", port, &bound);
+    if (!fd) return fd.problem();
+    auto st = std::make_shared<State>();
+    st->listen = std::move(fd.value());
+    st->world = world;
+    st->door = std::make_unique<check::Doorway>(st->listen.get(), secret, 0, true);
+    try {
+        st->thread = std::thread([st] { st->run(); });
+    } catch (const std::system_error& e) {
+        return Problem{std::string("cannot start the thread of rank 0's watch port: ") + e.what(),
+                       "each node's watch says its own block"};
+    }
+    return std::unique_ptr<WatchDoor>(new WatchDoor(st));
+}
+
+WatchDoor::~WatchDoor() { close(); }
+
+void WatchDoor::close() {
+    st_->stop.store(true);
+    if (st_->thread.joinable()) st_->thread.join();
+    st_->door.reset();
+    st_->listen = wire::Fd();
+}
+
+std::vector<WatchReport> WatchDoor::take() {
+    std::lock_guard<std::mutex> g(st_->mu);
+    std::vector<WatchReport> out;
+    out.swap(st_->came);
+    return out;
+}
+
+std::string WatchDoor::strangers() {
+    std::lock_guard<std::mutex> g(st_->mu);
+    std::string out = st_->strangers;
+    if (st_->garbled)
+        out += (out.empty() ? "" : "; ") + std::to_string(st_->garbled) +
+               " proved the step secret but sent no finding this build reads (another release?)";
+    return out;
+}
+
+std::string tell_rank0(const std::string& addr, uint16_t port, uint32_t rank, const WatchReport& r,
+                       const std::string& secret, double wait) {
+    auto c = check::knock(addr, port, "watch", rank, 0u, msg::encode(finding_of(r)), secret,
+                          wire::Deadline::in(wait));
+    return c ? "" : c.problem().text();
+}
+
+}  // namespace mn
