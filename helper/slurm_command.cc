@@ -12,7 +12,7 @@ extern char** environ;
 
 namespace mn {
 
-bool run_slurm_command(const std::vector<std::string>& argv, std::string& why) {
+bool run_slurm_command(const std::vector<std::string>& argv, std::string& why, int* status) {
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
@@ -24,6 +24,7 @@ bool run_slurm_command(const std::vector<std::string>& argv, std::string& why) {
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (status) *status = st;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         std::string cmd;
         for (const auto& s : argv) cmd += (cmd.empty() ? "" : " ") + s;

@@ -83,6 +83,39 @@ std::vector<ProcStat> all_processes() {
     return out;
 }
 
+// The task's processes, root first, from the children the kernel lists
+// for each thread (/proc/PID/task/TID/children): a look reads the task's
+// tree, not every process of the node (with 8,192 tasks on one machine,
+// each watch reading every /proc/PID/stat each second would not keep up).
+// Every process of /proc where the kernel keeps no such list
+// (CONFIG_PROC_CHILDREN unset).
+std::vector<ProcStat> task_tree(int root) {
+    const std::string own = "/proc/" + std::to_string(root) + "/task/" + std::to_string(root) + "/children";
+    if (access(own.c_str(), R_OK) != 0) return process_tree(all_processes(), root);
+    std::vector<ProcStat> out;
+    std::set<int> seen;
+    std::vector<int> next{root};
+    while (!next.empty() && out.size() < 4096) {
+        const int pid = next.back();
+        next.pop_back();
+        if (!seen.insert(pid).second) continue;
+        const auto p = parse_proc_stat(proc_file(pid, "stat", 1024));
+        if (!p) continue;  // gone meanwhile
+        out.push_back(*p);
+        const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+        DIR* d = opendir(tasks.c_str());
+        if (!d) continue;
+        while (dirent* e = readdir(d)) {
+            if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+            const auto kids = read_bounded_text(tasks + "/" + e->d_name + "/children", 1 << 16).value_or("");
+            for (const std::string& k : split_list(kids, ' '))
+                if (auto n = whole_number(k); n && *n > 0 && *n < (1u << 31)) next.push_back(static_cast<int>(*n));
+        }
+        closedir(d);
+    }
+    return out;
+}
+
 // One variable of a process's environment (the same user's: readable).
 std::string env_of(int pid, const std::string& name) {
     const std::string env = proc_file(pid, "environ", 1 << 20);
@@ -215,8 +248,11 @@ std::string node_of(const std::string& addr) {
 }
 
 // scancel of this step, all its tasks at once; false when it could not run.
+// scancel runs in the step it ends: killed by its SIGKILL, it did its work.
 bool end_step(const std::string& job, const std::string& step, std::string& why) {
-    return run_slurm_command({"scancel", "--signal=KILL", job + "." + step}, why);
+    int st = 0;
+    return run_slurm_command({"scancel", "--signal=KILL", job + "." + step}, why, &st) ||
+           (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
 }
 
 void ignore_signal(int) {}
@@ -538,7 +574,7 @@ int run_watch(const CommandLine& c) {
             return sig ? 128 + sig : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
         }
         if (done < 0 && errno != EINTR) return 1;
-        const auto tree = process_tree(all_processes(), child);
+        const auto tree = task_tree(child);
         if (auto s = watch.look(monotonic(), tree); s && s->proc.pid != named_pid) {
             named_pid = s->proc.pid;
             WatchReport r = report_of(t, s->proc.pid, s->proc.comm);
