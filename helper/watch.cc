@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "lib/check/exclude_list.h"
+#include "lib/check/flight_record.h"
 #include "lib/check/history.h"
 #include "lib/check/link_watch.h"
 #include "lib/check/stall.h"
@@ -45,6 +46,7 @@ constexpr double kLook = 1.0;  // seconds between looks at the task's processes
 // peers') name it within a look or two of each other.
 constexpr double kGather = 2.0;
 constexpr double kTellWait = 3.0;  // seconds another node's watch tries to tell rank 0's
+constexpr double kFlightWait = 10.0;  // seconds for the Flight Recorder's dump once asked for
 // Signals Slurm sends every process of the step: the program takes them
 // itself (their default actions restored), the watch outlives them.
 constexpr int kStepSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
@@ -271,6 +273,88 @@ struct Task {
     uint16_t port = 0;
 };
 
+// Where this watch's own ranks had got to, from their Flight Recorders:
+// each pipe of the report directory (fr_pipe_RANK.pipe, torch's, one per
+// rank of the task: torchrun's workers each have theirs) asked for a dump
+// as soon as something is named, each dump read when the block is said,
+// waiting until kFlightWait after the asking (torch takes seconds to
+// write one: its stack traces). Nothing is asked, and nobody waits, where
+// the program keeps no pipe (no NCCL process group; Debian's torch) or
+// nobody reads it (the program gone).
+struct FlightAsk {
+    struct Asked {
+        std::string rank;
+        bool done = false;
+        off_t size = -1;
+    };
+    std::vector<Asked> asked;
+    timespec before{};
+    double at = 0;
+};
+
+FlightAsk ask_flight(const Task& t) {
+    FlightAsk a;
+    clock_gettime(CLOCK_REALTIME, &a.before);
+    a.at = monotonic();
+    if (DIR* d = opendir(t.dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            const std::string n = e->d_name;
+            if (n.rfind("fr_pipe_", 0) != 0 || n.size() < 14 || n.compare(n.size() - 5, 5, ".pipe") != 0) continue;
+            const std::string rank = n.substr(8, n.size() - 13);
+            if (!whole_number(rank) || a.asked.size() >= 16) continue;
+            // Torch's monitor thread holds the pipe open for reading; with
+            // no reader, opening it fails at once (ENXIO), never blocks.
+            const int fd = open((t.dir + "/" + n).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+            if (fd < 0) continue;
+            const bool sent = write(fd, "1\n", 2) == 2;
+            close(fd);
+            if (sent) a.asked.push_back({rank});
+        }
+        closedir(d);
+    }
+    return a;
+}
+
+std::vector<std::string> flight_positions(const Task& t, FlightAsk& a) {
+    std::vector<std::string> out;
+    const double until = a.at + kFlightWait;
+    while (!a.asked.empty()) {
+        bool all = true;
+        for (FlightAsk::Asked& k : a.asked) {
+            if (k.done) continue;
+            const std::string path = t.dir + "/fr_rank_" + k.rank;
+            struct stat st{};
+            const bool fresh = stat(path.c_str(), &st) == 0 &&
+                               (st.st_mtim.tv_sec > a.before.tv_sec ||
+                                (st.st_mtim.tv_sec == a.before.tv_sec && st.st_mtim.tv_nsec >= a.before.tv_nsec));
+            // Whole once its size held still for a look (torch writes it in one go).
+            if (!fresh || st.st_size == 0 || st.st_size != k.size) {
+                k.size = fresh ? st.st_size : -1;
+                all = false;
+                continue;
+            }
+            k.done = true;
+            const auto bytes = read_bounded_text(path, 64 << 20);
+            if (!bytes) {
+                out.push_back("rank " + k.rank + ": its dump " + path + " could not be read");
+                continue;
+            }
+            auto f = read_flight_record(*bytes);
+            if (!f) {
+                out.push_back("rank " + k.rank + ": " + f.problem().text());
+                continue;
+            }
+            for (const std::string& w : flight_words(*f)) out.push_back("rank " + k.rank + ": " + w);
+        }
+        if (all || monotonic() >= until) break;
+        usleep(100 * 1000);
+    }
+    for (const FlightAsk::Asked& k : a.asked)
+        if (!k.done) out.push_back("rank " + k.rank + ": no dump within " + num(kFlightWait, 0) + " s of asking");
+    a.asked.clear();
+    return out;
+}
+
 // Adds `node` to the exclude file: "node1 added to PATH", or why not. The
 // watchers of several nodes may name one link at once: each adds under the
 // file's lock and writes it in place (after a rename, a watcher waiting on
@@ -362,7 +446,9 @@ void settle(const Task& t, WatchReport& r) {
 
 // The block on stderr, a JSON report per subject, then (with --abort) the
 // step's end. `note`: a last line (why rank 0's watch did not say it).
-void say_block(const Task& t, const std::vector<WatchReport>& reports, const std::string& note = "") {
+// `flight`: the Flight Recorder's dumps asked for when the first of them was named.
+void say_block(const Task& t, const std::vector<WatchReport>& reports, const std::string& note = "",
+               FlightAsk* flight = nullptr) {
     std::vector<WatchReport> subjects = merge_reports(reports);
     for (std::size_t i = 0; i < subjects.size(); ++i) {
         WatchReport& r = subjects[i];
@@ -377,7 +463,12 @@ void say_block(const Task& t, const std::vector<WatchReport>& reports, const std
             r.action = t.abort ? "--abort: ending step " + t.job + "." + t.step + " (scancel)"
                                : "the step goes on; srun --mn-nccl-watch=abort ends it at this point";
     }
-    say(watch_verdict_text(subjects) + (note.empty() ? "" : "mn-nccl watch:   " + note + "\n"));
+    // Where this watch's own ranks stand (rank 0's, for rank 0's watch:
+    // a rank that waits on the named one), from their Flight Recorders.
+    std::string where;
+    if (flight)
+        for (const std::string& l : flight_positions(t, *flight)) where += "mn-nccl watch:   Flight Recorder, " + l + "\n";
+    say(watch_verdict_text(subjects) + where + (note.empty() ? "" : "mn-nccl watch:   " + note + "\n"));
     if (!t.abort) return;
     std::string why;
     if (!end_step(t.job, t.step, why)) say("mn-nccl watch: could not end the step: " + why + "\n");
@@ -393,44 +484,56 @@ struct Speaker {
     double first = 0;                  // when the first of them came
     bool said = false;                 // a block was said (with --abort, the step is ending)
     std::string strangers_said;
+    // This watch's own program stopped, stuck or dead: it cannot answer
+    // a request for its Flight Recorder's dump, and nobody waits for one.
+    bool own_stalled = false;
+    std::optional<FlightAsk> flight;  // asked for when the first finding came
 
+    void first_finding() {
+        first = monotonic();
+        if (!own_stalled) flight = ask_flight(t);
+    }
+    // Says `reports` with this program's Flight Recorder, where it answers.
+    void say_now(const std::vector<WatchReport>& reports, const std::string& note = "") {
+        if (!flight && !own_stalled) flight = ask_flight(t);
+        say_block(t, reports, note, flight ? &*flight : nullptr);
+        flight.reset();
+        said = true;
+    }
     void named(WatchReport r) {
         r.dumps = dumps_in(t.dir);
+        if (r.kind != "link down") own_stalled = true;
         if (t.lead && door) {
-            if (pending.empty()) first = monotonic();
+            if (pending.empty()) first_finding();
             pending.push_back(std::move(r));
             return;
         }
         if (!t.lead && t.port) {
             const std::string why = tell_rank0(t.rank0_addr, t.port, rank_number(), r, t.secret, kTellWait);
             if (why.empty()) return;
-            say_block(t, {r}, "rank 0's watch (" + t.rank0_addr + ":" + std::to_string(t.port) +
-                                  ") could not be told, so this node says it: " + why);
+            say_now({r}, "rank 0's watch (" + t.rank0_addr + ":" + std::to_string(t.port) +
+                             ") could not be told, so this node says it: " + why);
             return;
         }
-        say_block(t, {r});
+        say_now({r});
     }
     // Rank 0's: the others' findings; the block once the first has waited
     // kGather for the rest of what one fault makes several watchers see
     // (or at once: `now_too`, the watch ends, and stops listening first).
     void turn(bool now_too = false) {
         if (!door) {
-            if (now_too && !pending.empty()) {
-                say_block(t, pending);
-                said = true;
-            }
+            if (now_too && !pending.empty()) say_now(pending);
             pending.clear();
             return;
         }
         if (now_too) door->close();
         for (auto& r : door->take()) {
-            if (pending.empty()) first = monotonic();
+            if (pending.empty()) first_finding();
             pending.push_back(std::move(r));
         }
         if (!pending.empty() && (now_too || monotonic() - first >= kGather)) {
-            say_block(t, pending);
+            say_now(pending);
             pending.clear();
-            said = true;
         }
         // Strangers at the door, once, when the watch ends: nobody without
         // the step secret was heard.
@@ -496,7 +599,7 @@ int run_watch(const CommandLine& c) {
         else if (auto r = resolve_ipv4(master, err); !r.empty()) t.rank0_addr = r[0].str();
         if (!t.rank0_addr.empty()) t.port = static_cast<uint16_t>(port);
     }
-    Speaker speaker{t, nullptr, {}, 0, false, ""};
+    Speaker speaker{t, nullptr, {}, 0, false, "", false, std::nullopt};
     if (t.lead && t.port) {
         if (auto d = WatchDoor::open(t.port, t.secret, t.world)) speaker.door = std::move(d.value());
         else

@@ -7,7 +7,9 @@
 #   run: bash scripts/gpu/gpu-watch.sh   carry: .device spank/.libs helper/mn-preflight
 # Sections:
 #   stop    rank 1 SIGSTOPped in the loop, --abort --window 10: rank 1, n1
-#           and its pid named, the step ended; seconds from the stop
+#           and its pid named in rank 0's block, with where rank 0 stands
+#           (its Flight Recorder, asked through its pipe), the step ended;
+#           seconds from the stop
 #   dump    the same without --abort and the process group's time-out
 #           20 s: rank 0's NCCL watchdog gives up and the Flight Recorder
 #           it armed dumps into rank 0's watch directory
@@ -53,6 +55,7 @@ grep -E 'mn-nccl watch' "$R/stop.txt"
 echo "   srun ended $SECS s after the stop"
 grep -qE "mn-nccl watch: process stopped: n1 rank 1 .*pid $PID " "$R/stop.txt" &&
   [ "$(grep -c 'mn-nccl watch: process' "$R/stop.txt")" = 1 ] &&
+  grep -qE "mn-nccl watch:   Flight Recorder, rank 0: default_pg: completed #[0-9]+, enqueued to #[0-9]+" "$R/stop.txt" &&
   python3 -c "import sys; sys.exit(0 if $SECS < 20 else 1)"
 verdict $?
 

@@ -283,4 +283,23 @@ put("proc_net_tcp", "own-down", tcp_head +
 put("proc_net_tcp", "idle", tcp_head +
     "   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 27633 1 "
     "0000000000000000 100 0 0 10 0\n")
+# PyTorch's Flight Recorder dumps (torch 2.11, NCCL 2.28.9, the device
+# tool's H100): rank 0's asked for through its pipe while both ranks ran,
+# and while rank 1 was stopped (entries cut, re-pickled by Python's own
+# pickler); a small one of each opcode the reader takes.
+fixtures = os.path.join(here, "..", "fixtures", "flight_record")
+for name in ("healthy_rank0", "waiting_rank0"):
+    with open(os.path.join(fixtures, name + ".pickle"), "rb") as f:
+        put("flight_record", name, f.read())
+def pickled_text(t, short=False):
+    b = t.encode()
+    return (b"\x8c" + bytes([len(b)]) if short else b"X" + struct.pack("<I", len(b))) + b
+
+
+put("flight_record", "opcodes", b"\x80\x02}q\x00(" + pickled_text("pg_status") + b"}(" + pickled_text("0", True) + b"}(" +
+    pickled_text("last_enqueued_collective") + b"K\x05" + pickled_text("last_completed_collective") + b"M\x04\x00" +
+    b"uu" + pickled_text("entries") + b"](}(" + pickled_text("pg_id") + b"J\x00\x00\x00\x00" + pickled_text("state") +
+    pickled_text("scheduled") + b"q\x01" + pickled_text("collective_seq_id") + b"\x8a\x01\x05" + pickled_text("f") +
+    b"G?\xf0\x00\x00\x00\x00\x00\x00" + pickled_text("t") + b")\x85\x88\x89\x87" + pickled_text("n") + b"N" +
+    pickled_text("again") + b"h\x01" + b"ueu.")
 print("seeds written under", corpus)
