@@ -31,12 +31,12 @@ trap slow_off EXIT
 # tests are about.
 
 # Each task's environment, one "ENV RANK NAME=VALUE" line per variable;
-# values that differ between any two steps (ids, the per-srun secret,
-# pids) are masked, their names kept. Both runs give MASTER_PORT (the
+# values that differ between any two steps (ids, the per-srun secret and
+# the watch port it places, pids) are masked, their names kept. Both runs give MASTER_PORT (the
 # plugin keeps a user's), so the program's port is compared too: the
 # check's own port must never reach it. Also the task's pid against
 # the one Slurm recorded for it.
-VOLATILE='SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|SLURM_JOB_START_TIME|SLURM_JOB_END_TIME|SLURM_JOB_SLUID|SLURM_JOB_NAME|PET_RDZV_ID|MN_NCCL_STEP_SECRET|TMPDIR|SLURM_SPANK_JOB_ID|_'
+VOLATILE='SLURM_JOB_ID|SLURM_JOBID|SLURM_STEP_ID|SLURM_STEPID|SLURM_TASK_PID|SLURM_SRUN_COMM_PORT|SLURM_STEP_LAUNCHER_PORT|SLURM_JOB_START_TIME|SLURM_JOB_END_TIME|SLURM_JOB_SLUID|SLURM_JOB_NAME|PET_RDZV_ID|MN_NCCL_STEP_SECRET|MN_NCCL_WATCH_PORT|TMPDIR|SLURM_SPANK_JOB_ID|_'
 ENV_PROG="echo \"PIDS \$SLURM_PROCID task=\$SLURM_TASK_PID self=\$\$\"; env | LC_ALL=C sort | sed -E 's/^($VOLATILE)=.*/\\1=*/; s/^/ENV '\$SLURM_PROCID' /'"
 
 env_of() { lines '^ENV ' | LC_ALL=C sort; }
