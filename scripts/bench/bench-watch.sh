@@ -14,7 +14,9 @@
 #             is a false blame
 #   pause0    a 12 s pause on rank 0 alone, the others waiting in the
 #             all-reduce: the same
-# The rank hit goes round the ranks. Prints a line per run and the table;
+# The rank hit goes round the ranks. "One block": the runs named right in
+# exactly one block (rank 0's watch says the step's). Prints a line per
+# run and the table;
 # the output of each run that was not right stays in MN_BENCH_KEEP
 # (default /tmp/mn-bench-watch-misses).
 #
@@ -46,7 +48,7 @@ watched() {  # WHAT-as-plugin ABORT(0/1) -> the srun arguments before the progra
   if [ $inline = 1 ]; then echo "--mn-nccl-watch=$1"; else
     echo "$PF"; echo watch; [ "$2" = 1 ] && echo --abort; echo --window; echo 5; echo --; fi
 }
-declare -A right missed wrong times
+declare -A right missed wrong times one
 one() {  # CASE N
   local c=$1 n=$2 rank=$(( $2 % 3 )) i spid t0 ms=none named
   rm -f "$T"/pid.*
@@ -95,8 +97,14 @@ one() {  # CASE N
     named+=$(sed -n 's/^.*mn-nccl watch: link down: \(node[0-9]*\)[: ].*/\1:link/p' "$T/out" | sort -u | tr '\n' ' ')
     want="node$rank:link "
   fi
+  # The blocks that named it (a subject's first line each): one, rank 0's,
+  # since the watches tell rank 0's (a link's node, cut off, may still say
+  # its own once its link is back).
+  local blocks
+  blocks=$(grep -cE 'mn-nccl watch: (process [a-z ]+|ended by its watchdog|link down): ' "$T/out")
   case $c in
   stop | kill | link)
+    [ "$named" = "$want" ] && [ "$blocks" = 1 ] && one[$c]=$((${one[$c]:-0} + 1))
     if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
     elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
     else wrong[$c]=$((${wrong[$c]:-0} + 1)); fi ;;
@@ -107,7 +115,7 @@ one() {  # CASE N
   esac
   # Kept for a look: every run that was not right.
   if [ "${right[$c]:-0}" -lt "$n" ]; then cp "$T/out" "$KEEP/$c.$n.out"; fi
-  echo "$c $n: rank $rank; named: ${named:-nobody}; ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
+  echo "$c $n: rank $rank; named: ${named:-nobody} in $blocks block(s); ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
 }
 for n in $(seq "$runs"); do
   for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do one $c "$n"; done
@@ -116,10 +124,11 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {if (NR) print
 echo
 echo "bench-watch: Slurm $ver ($([ $inline = 1 ] && echo 'srun --mn-nccl-watch' || echo 'mn-preflight watch in front'))," \
   "3 nodes, window 5 s, $runs runs per case"
-printf '%-8s %6s %7s %12s %s\n' case right missed "someone else" "median ms to the step's end"
+printf '%-8s %6s %9s %7s %12s %s\n' case right "one block" missed "someone else" "median ms to the step's end"
 # pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish;
 # link: the time is to the first "link down" block
 for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do
-  printf '%-8s %6s %7s %12s %s\n' "$c" "${right[$c]:-0}" "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
+  printf '%-8s %6s %9s %7s %12s %s\n' "$c" "${right[$c]:-0}" "$(case $c in pause*) echo - ;; *) echo "${one[$c]:-0}" ;; esac)" \
+    "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
 done
 rm -rf "$T"
