@@ -412,12 +412,15 @@ WatchReport link_report(const Task& t, const LinkStall& l, int child, const std:
     }
     r.detail = link_stall_words(l, peer, t.host);
     // Host evidence, the kernel's: a peer of the step by name goes into the
-    // exclude file (settle). A node whose own link is down leaves it to the
-    // others' watchers: its file system may be behind that link.
-    r.host_evidence = !l.own && !peer.empty();
+    // exclude file (settle), where this side's interface was read up. A
+    // node whose own link is down leaves it to the others' watchers: its
+    // file system may be behind that link.
+    r.host_evidence = !l.own && !peer.empty() && !l.ifname.empty();
     if (!t.exclude_file.empty() && !r.host_evidence)
-        r.excluded = l.own ? "left to the other nodes' watchers (this node's link is down)"
-                           : "not added: " + l.peer + " is no node of the step by name";
+        r.excluded = l.own           ? "left to the other nodes' watchers (this node's link is down)"
+                     : peer.empty() ? "not added: " + l.peer + " is no node of the step by name"
+                                    : "not added: this side's interface was not read (the program's network "
+                                      "namespace is its own), so this side's link is not ruled out";
     r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
                                : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
     return r;

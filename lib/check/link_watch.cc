@@ -103,8 +103,13 @@ std::string link_stall_words(const LinkStall& s, const std::string& peer_name, c
                num(s.seconds, 0) + " s";
     return peer + " does not acknowledge the program's data from " + here + ": " + bytes_words(s.unacked) + " unacknowledged" + on + ", " +
            std::to_string(s.retransmits) + (s.retransmits == 1 ? " retransmission" : " retransmissions") + ", for " +
-           num(s.seconds, 0) + " s; " + (s.ifname.empty() ? "this node's interface" : here + "'s " + s.ifname) +
-           " is up: the link of " + (peer_name.empty() ? s.peer : peer_name) + ", or the path to it, is down";
+           num(s.seconds, 0) + " s; " +
+           (s.ifname.empty()
+                ? "the interface that holds it is not one of " + here +
+                      "'s (the program's network namespace is its own) and was not read: the link of " +
+                      (peer_name.empty() ? s.peer : peer_name) + ", or the path to it, or this side's, is down"
+                : here + "'s " + s.ifname + " is up: the link of " + (peer_name.empty() ? s.peer : peer_name) +
+                      ", or the path to it, is down");
 }
 
 std::optional<LinkStall> LinkWatch::look(double now, const std::vector<TcpSocket>& mine,

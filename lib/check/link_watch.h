@@ -60,7 +60,9 @@ struct LinkStall {
 // "node1 (10.250.0.11) does not acknowledge the program's data from node0:
 // 96 bytes unacknowledged on 1 connection, 2 retransmissions, for 5 s;
 // node0's eth0 is up: ..." or "node1's eth0 is down: ..."; `peer_name` is
-// the peer's node where known.
+// the peer's node where known. With no interface of this node's holding
+// the connection (a program in a network namespace of its own), this
+// side's link is not ruled out, and the words say so.
 std::string link_stall_words(const LinkStall& s, const std::string& peer_name, const std::string& here);
 
 // A peer's link is named only once the kernel has retransmitted the same

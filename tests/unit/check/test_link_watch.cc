@@ -103,6 +103,19 @@ void a_peer_that_does_not_acknowledge(void**) {
                "node1 (10.250.0.11) does not acknowledge the program's data from node0: 96 bytes unacknowledged on 1 "
                "connection, 4 retransmissions, for 5 s; node0's eth0 is up: the link of node1, or the path to it, is "
                "down");
+    // A program in a network namespace of its own: its address is on none
+    // of the watch's interfaces, so this side is not ruled out.
+    LinkWatch other(5);
+    s[0].retransmits = 2;
+    assert_false(other.look(100, s, {iface("eth0", "192.168.9.9", true)}).has_value());
+    s[0].retransmits = 4;
+    const auto unread = other.look(105, s, {iface("eth0", "192.168.9.9", true)});
+    assert_true(unread.has_value());
+    assert_false(unread->own);
+    assert_str(unread->ifname, "");
+    assert_contains(link_stall_words(*unread, "node1", "node0"),
+                    "for 5 s; the interface that holds it is not one of node0's (the program's network namespace is its "
+                    "own) and was not read: the link of node1, or the path to it, or this side's, is down");
 }
 
 // A slow or lossy link that still carries data: a retransmission now and
