@@ -15,8 +15,10 @@
 #   pause0    a 12 s pause on rank 0 alone, the others waiting in the
 #             all-reduce: the same
 # The rank hit goes round the ranks. "One block": the runs named right in
-# exactly one block (rank 0's watch says the step's). Prints a line per
-# run and the table;
+# exactly one block (rank 0's watch says the step's; for a link, one from
+# the nodes that still reach rank 0: the node cut off says its own once its
+# link is back, and when that node is rank 0's, each other says its own).
+# Prints a line per run and the table;
 # the output of each run that was not right stays in MN_BENCH_KEEP
 # (default /tmp/mn-bench-watch-misses).
 #
@@ -100,11 +102,16 @@ one() {  # CASE N
   # The blocks that named it (a subject's first line each): one, rank 0's,
   # since the watches tell rank 0's (a link's node, cut off, may still say
   # its own once its link is back).
-  local blocks
+  # A link: one block from the nodes that still reach rank 0 ("link down:
+  # nodeX: ..."); the node cut off says its own ("link down: nodeX rank N
+  # ...") once its link is back, and is not counted.
+  local blocks single
   blocks=$(grep -cE 'mn-nccl watch: (process [a-z ]+|ended by its watchdog|link down): ' "$T/out")
+  single=$blocks
+  [ $c = link ] && single=$(grep -cE 'mn-nccl watch: link down: node[0-9]+: ' "$T/out")
   case $c in
   stop | kill | link)
-    [ "$named" = "$want" ] && [ "$blocks" = 1 ] && one[$c]=$((${one[$c]:-0} + 1))
+    [ "$named" = "$want" ] && [ "$single" = 1 ] && one[$c]=$((${one[$c]:-0} + 1))
     if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
     elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
     else wrong[$c]=$((${wrong[$c]:-0} + 1)); fi ;;
@@ -115,7 +122,7 @@ one() {  # CASE N
   esac
   # Kept for a look: every run that was not right.
   if [ "${right[$c]:-0}" -lt "$n" ]; then cp "$T/out" "$KEEP/$c.$n.out"; fi
-  echo "$c $n: rank $rank; named: ${named:-nobody} in $blocks block(s); ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
+  echo "$c $n: rank $rank; named: ${named:-nobody} in $blocks block(s) ($single counted); ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
 }
 for n in $(seq "$runs"); do
   for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do one $c "$n"; done
