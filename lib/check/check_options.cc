@@ -70,9 +70,9 @@ const std::vector<CheckOption> kTable = {
     {"window", nullptr, "S", ValueKind::Number, 5, 3600, false, "seconds, from 5 to 3600", "30", "30",
      "how long a process of the task may stay stopped or stuck in the kernel, or a link not carry its data, "
      "before it is named", kWatchArgv},
-    {"port", nullptr, "P", ValueKind::Count, 1, 65535, false, "a port from 1 to 65535", "24107", "none",
-     "where rank 0's watch takes the other nodes' findings, for one block per step (srun --mn-nccl-watch gives "
-     "it); without it each node's watch says its own", kWatchArgv},
+    {"port", nullptr, "P", ValueKind::Count, 1, 65535, false, "a port from 1 to 65535", "24107", "MN_NCCL_WATCH_PORT",
+     "where rank 0's watch takes the other nodes' findings, for one block per step (the plugin sets "
+     "MN_NCCL_WATCH_PORT for every step); with neither, each node's watch says its own", kWatchArgv},
     {"abort", nullptr, "", ValueKind::Flag, 0, 0, false, "", "", "",
      "once a rank is named (or its program died), end the step (scancel), so that a retry loop goes on "
      "without the node", kWatchArgv},
