@@ -2,8 +2,13 @@
 #include "helper/watch_plane.h"
 
 #include <atomic>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "helper/check/control/doorway.h"
 #include "helper/check/control/messages.h"

@@ -2,6 +2,8 @@
 #include "lib/check/watch_verdict.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace mn {
 namespace {
