@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "helper/watch.h"
 
+#include "helper/check/self.h"
 #include "helper/slurm_command.h"
 #include "helper/watch_plane.h"
 
@@ -269,7 +270,6 @@ struct Task {
     // Rank 0's watch says the step's one block; the others tell it at
     // rank0_addr:port (MN_NCCL_WATCH_PORT), or say their own where there is
     // no such port or it cannot be told.
-    uint32_t world = 1;
     bool lead = false;
     std::string rank0_addr, secret;
     uint16_t port = 0;
@@ -526,11 +526,7 @@ struct Speaker {
     // kGather for the rest of what one fault makes several watchers see
     // (or at once: `now_too`, the watch ends, and stops listening first).
     void turn(bool now_too = false) {
-        if (!door) {
-            if (now_too && !pending.empty()) say_now(pending);
-            pending.clear();
-            return;
-        }
+        if (!door) return;  // without it, named() says each finding at once
         if (now_too) door->close();
         for (auto& r : door->take()) {
             if (pending.empty()) first_finding();
@@ -589,24 +585,23 @@ int run_watch(const CommandLine& c) {
     t.dir = *dir;
     arm(t.dir);
     // The step's one block: rank 0's watch listens at the step's watch
-    // port, the others tell it. Without the port (the plugin gives it),
-    // the secret or a rank 0 to reach, each node says its own.
-    t.world = static_cast<uint32_t>(std::strtoul(env_or("SLURM_NTASKS", "1").c_str(), nullptr, 10));
+    // port, the others tell it. The step as the check reads it (read_self:
+    // the world, rank 0's address resolved, MASTER_PORT, the secret);
+    // without it, the port (the plugin gives it) or a second task, each
+    // node says its own.
     t.lead = t.rank == "0";
-    t.secret = env_or("MN_NCCL_STEP_SECRET");
+    uint32_t world = 1;
     const unsigned long port =
         c.settings.port ? c.settings.port : std::strtoul(env_or("MN_NCCL_WATCH_PORT").c_str(), nullptr, 10);
-    const bool program_port = std::to_string(port) == env_or("MASTER_PORT");
-    if (port > 0 && port <= 65535 && !program_port && !t.secret.empty() && t.world > 1) {
-        std::string err;
-        const std::string master = env_or("MASTER_ADDR");
-        if (auto a = Ipv4::parse(master)) t.rank0_addr = a->str();
-        else if (auto r = resolve_ipv4(master, err); !r.empty()) t.rank0_addr = r[0].str();
-        if (!t.rank0_addr.empty()) t.port = static_cast<uint16_t>(port);
+    if (auto self = check::read_self(); self && self->world > 1 && port > 0 && port <= 65535 && port != self->port) {
+        world = self->world;
+        t.rank0_addr = self->master;
+        t.secret = self->secret;
+        t.port = static_cast<uint16_t>(port);
     }
     Speaker speaker{t, nullptr, {}, 0, false, "", false, std::nullopt};
     if (t.lead && t.port) {
-        if (auto d = WatchDoor::open(t.port, t.secret, t.world)) speaker.door = std::move(d.value());
+        if (auto d = WatchDoor::open(t.port, t.secret, world)) speaker.door = std::move(d.value());
         else
             say("mn-nccl watch: " + t.host + " rank 0: cannot listen at the watch port " + std::to_string(t.port) +
                 " (" + d.problem().text() + "): each node's watch says its own block\n");

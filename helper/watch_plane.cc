@@ -53,7 +53,7 @@ struct WatchDoor::State {
     std::thread thread;
     std::mutex mu;
     std::vector<WatchReport> came;  // guarded by mu
-    std::string strangers;          // guarded by mu
+    std::string strangers;          // the doorway's summary, taken when it closes
     unsigned garbled = 0;           // guarded by mu: proven, but no finding in what it sent
 
     void run() {
@@ -67,7 +67,6 @@ struct WatchDoor::State {
                 if (auto f = msg::decode<msg::Finding>(guest.first)) came.push_back(report_of(f.value()));
                 else ++garbled;
             }
-            strangers = door->strangers().summary();
         }
     }
 };
@@ -94,6 +93,7 @@ WatchDoor::~WatchDoor() { close(); }
 void WatchDoor::close() {
     st_->stop.store(true);
     if (st_->thread.joinable()) st_->thread.join();
+    if (st_->door) st_->strangers = st_->door->strangers().summary();
     st_->door.reset();
     st_->listen = wire::Fd();
 }

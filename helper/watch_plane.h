@@ -35,9 +35,9 @@ public:
     // sender, not welcomed, says its own block), so none is welcomed and
     // then lost when this watch ends. take() still gives what came.
     void close();
-    // Who came without proving the step secret, or sent no finding:
-    // "3 connections from 10.0.0.9 (3 did not prove the step secret)";
-    // "" when nobody did.
+    // Once closed: who came without proving the step secret, or sent no
+    // finding: "3 connections from 10.0.0.9 (3 did not prove the step
+    // secret)"; "" when nobody did.
     std::string strangers();
     struct State;
 
