@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -30,6 +31,7 @@
 #include "lib/check/flight_record.h"
 #include "lib/check/history.h"
 #include "lib/check/link_watch.h"
+#include "lib/check/rank_positions.h"
 #include "lib/check/stall.h"
 #include "lib/check/watch_verdict.h"
 #include "lib/plan/hostlist.h"
@@ -50,6 +52,12 @@ constexpr double kLook = 1.0;  // seconds between looks at the task's processes
 constexpr double kGather = 2.0;
 constexpr double kTellWait = 3.0;  // seconds another node's watch tries to tell rank 0's
 constexpr double kFlightWait = 10.0;  // seconds for the Flight Recorder's dump once asked for
+// Between two askings of the program's Flight Recorder for where its ranks
+// stand, a sixth of the window, 2 to 10 s: a position held for the window
+// is seen within one of these after (torch writes a dump in well under a
+// second without stack traces to symbolize; the watch reads it in
+// milliseconds).
+double probe_period(double window) { return std::min(10.0, std::max(2.0, window / 6)); }
 // Signals Slurm sends every process of the step: the program takes them
 // itself (their default actions restored), the watch outlives them.
 constexpr int kStepSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
@@ -170,6 +178,9 @@ void arm(const std::string& dir) {
     keep("TORCH_FR_BUFFER_SIZE", "2000");
     keep("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
     keep("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
+    // A collective's start on the GPU (a CUDA event), so that a rank whose
+    // GPU never starts the collective the others' started is told apart.
+    keep("TORCH_NCCL_ENABLE_TIMING", "1");
     keep("TORCH_FR_DUMP_TEMP_FILE", dir + "/fr_rank_");
     keep("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", dir + "/fr_rank_");
     keep("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", dir + "/fr_pipe_");
@@ -288,6 +299,8 @@ struct FlightAsk {
         std::string rank;
         bool done = false;
         off_t size = -1;
+        std::optional<FlightSummary> summary;  // once done and read
+        std::string problem;                   // once done and not read
     };
     std::vector<Asked> asked;
     timespec before{};
@@ -310,49 +323,57 @@ FlightAsk ask_flight(const Task& t) {
             if (fd < 0) continue;
             const bool sent = write(fd, "1\n", 2) == 2;
             close(fd);
-            if (sent) a.asked.push_back({rank});
+            if (!sent) continue;
+            a.asked.emplace_back();
+            a.asked.back().rank = rank;
         }
         closedir(d);
     }
     return a;
 }
 
-std::vector<std::string> flight_positions(const Task& t, FlightAsk& a) {
-    std::vector<std::string> out;
-    const double until = a.at + kFlightWait;
-    while (!a.asked.empty()) {
-        bool all = true;
-        for (FlightAsk::Asked& k : a.asked) {
-            if (k.done) continue;
-            const std::string path = t.dir + "/fr_rank_" + k.rank;
-            struct stat st{};
-            const bool fresh = stat(path.c_str(), &st) == 0 &&
-                               (st.st_mtim.tv_sec > a.before.tv_sec ||
-                                (st.st_mtim.tv_sec == a.before.tv_sec && st.st_mtim.tv_nsec >= a.before.tv_nsec));
-            // Whole once its size held still for a look (torch writes it in one go).
-            if (!fresh || st.st_size == 0 || st.st_size != k.size) {
-                k.size = fresh ? st.st_size : -1;
-                all = false;
-                continue;
-            }
-            k.done = true;
-            const auto bytes = read_bounded_text(path, 64 << 20);
-            if (!bytes) {
-                out.push_back("rank " + k.rank + ": its dump " + path + " could not be read");
-                continue;
-            }
-            auto f = read_flight_record(*bytes);
-            if (!f) {
-                out.push_back("rank " + k.rank + ": " + f.problem().text());
-                continue;
-            }
-            for (const std::string& w : flight_words(*f)) out.push_back("rank " + k.rank + ": " + w);
+// Reads each dump asked for that is whole now, without waiting; true once
+// every one is read, or kFlightWait has passed since the asking.
+bool poll_flight(const Task& t, FlightAsk& a) {
+    bool all = true;
+    for (FlightAsk::Asked& k : a.asked) {
+        if (k.done) continue;
+        const std::string path = t.dir + "/fr_rank_" + k.rank;
+        struct stat st{};
+        const bool fresh = stat(path.c_str(), &st) == 0 &&
+                           (st.st_mtim.tv_sec > a.before.tv_sec ||
+                            (st.st_mtim.tv_sec == a.before.tv_sec && st.st_mtim.tv_nsec >= a.before.tv_nsec));
+        // Whole once its size held still for a look (torch writes it in one go).
+        if (!fresh || st.st_size == 0 || st.st_size != k.size) {
+            k.size = fresh ? st.st_size : -1;
+            all = false;
+            continue;
         }
-        if (all || monotonic() >= until) break;
-        usleep(100 * 1000);
+        k.done = true;
+        const auto bytes = read_bounded_text(path, 64 << 20);
+        if (!bytes) {
+            k.problem = "its dump " + path + " could not be read";
+            continue;
+        }
+        auto f = read_flight_record(*bytes);
+        if (f) k.summary = std::move(f.value());
+        else k.problem = f.problem().text();
     }
-    for (const FlightAsk::Asked& k : a.asked)
-        if (!k.done) out.push_back("rank " + k.rank + ": no dump within " + num(kFlightWait, 0) + " s of asking");
+    return all || monotonic() >= a.at + kFlightWait;
+}
+
+// Where this watch's own ranks stand, for the block: every dump asked for
+// read, waiting up to kFlightWait after the asking.
+std::vector<std::string> flight_positions(const Task& t, FlightAsk& a) {
+    while (!a.asked.empty() && !poll_flight(t, a)) usleep(100 * 1000);
+    std::vector<std::string> out;
+    for (const FlightAsk::Asked& k : a.asked) {
+        if (k.summary)
+            for (const std::string& w : flight_words(*k.summary)) out.push_back("rank " + k.rank + ": " + w);
+        else
+            out.push_back("rank " + k.rank + ": " +
+                          (k.done ? k.problem : "no dump within " + num(kFlightWait, 0) + " s of asking"));
+    }
     a.asked.clear();
     return out;
 }
@@ -483,6 +504,7 @@ void say_block(const Task& t, const std::vector<WatchReport>& reports, const std
 // others' may come meanwhile); another rank's tells rank 0's, or says its
 // own where it cannot.
 struct Speaker {
+    explicit Speaker(const Task& task) : t(task) {}
     const Task& t;
     std::unique_ptr<WatchDoor> door;  // rank 0's, where it listens
     std::vector<WatchReport> pending;  // rank 0's: named, not yet said
@@ -558,6 +580,119 @@ struct Speaker {
         }
     }
     uint32_t rank_number() const { return static_cast<uint32_t>(std::strtoul(t.rank.c_str(), nullptr, 10)); }
+
+    // Rank 0's: where the ranks stand whose Flight Recorders held still
+    // (its own and the others' watches'), compared a moment after the
+    // first came (the others see theirs within a probe of it). A rank and
+    // kind once named is not named again.
+    struct Held {
+        RankPosition p;
+        double came = 0;
+    };
+    std::map<std::string, Held> positions;
+    double compare_at = 0;
+    std::set<std::string> position_named;
+    void position(RankPosition p, double settle) {
+        const double now = monotonic();
+        std::string rank = p.rank;
+        positions[rank] = Held{std::move(p), now};
+        if (compare_at == 0) compare_at = now + settle;
+    }
+    void compare(double keep, double settle) {
+        if (door)
+            for (RankPosition& p : door->take_positions()) position(std::move(p), settle);
+        const double now = monotonic();
+        if (compare_at == 0 || now < compare_at || said) return;
+        compare_at = 0;
+        std::vector<RankPosition> held;
+        for (auto it = positions.begin(); it != positions.end();) {
+            // One not sent again within `keep` moved on since.
+            if (now - it->second.came > keep) it = positions.erase(it);
+            else held.push_back((it++)->second.p);
+        }
+        for (WatchReport& r : compare_positions(held)) {
+            if (!position_named.insert(r.rank + "/" + r.kind).second) continue;
+            r.dumps = dumps_in(t.dir);
+            if (pending.empty()) first_finding();
+            pending.push_back(std::move(r));
+        }
+    }
+};
+
+// The ticks of CPU the task's processes have used.
+uint64_t tree_ticks(const std::vector<ProcStat>& tree) {
+    uint64_t n = 0;
+    for (const ProcStat& p : tree) n += p.ticks;
+    return n;
+}
+
+// Where this watch's ranks stand: their Flight Recorders asked for every
+// probe_period, each rank's position (what it enqueued and completed, and
+// the collective it waits in) kept with when it was first seen so; one
+// that has not moved for the window goes to rank 0's watch, again each
+// window while it holds. Nothing is asked where the program keeps no pipe
+// (no NCCL process group yet, Debian's torch), and each dump is removed
+// once read: the directory keeps the watchdog's own dumps.
+struct Prober {
+    const Task& t;
+    double window;
+    std::optional<FlightAsk> ask;
+    double next = 0;
+    struct Still {
+        std::string key;
+        double since = 0;
+        uint64_t ticks = 0;
+        double sent = -1;
+    };
+    std::map<std::string, Still> still;
+
+    static std::string key_of(const FlightSummary& f) {
+        std::string k;
+        for (const FlightGroup& g : f.groups)
+            k += g.id + ":" + std::to_string(g.enqueued) + ":" + std::to_string(g.completed) + ":" +
+                 std::to_string(g.waiting_seq) + ":" + g.waiting_state + ";";
+        return k;
+    }
+    // Positions held for the window, to be sent now.
+    std::vector<RankPosition> look(double now, const std::vector<ProcStat>& tree, int child) {
+        std::vector<RankPosition> out;
+        if (!ask) {
+            if (now < next) return out;
+            next = now + probe_period(window);
+            ask = ask_flight(t);
+            if (ask->asked.empty()) ask.reset();
+            return out;
+        }
+        if (!poll_flight(t, *ask)) return out;
+        const uint64_t ticks = tree_ticks(tree);
+        for (const FlightAsk::Asked& k : ask->asked) {
+            if (k.done) unlink((t.dir + "/fr_rank_" + k.rank).c_str());
+            if (!k.summary) continue;
+            const std::string key = key_of(*k.summary);
+            auto [it, fresh] = still.try_emplace(k.rank);
+            Still& s = it->second;
+            if (fresh || s.key != key) {
+                s = Still{key, now, ticks, -1};
+                continue;
+            }
+            if (now - s.since < window || (s.sent >= 0 && now - s.sent < window)) continue;
+            s.sent = now;
+            RankPosition p;
+            p.rank = k.rank;
+            p.host = t.host;
+            p.local_rank = ask->asked.size() == 1 ? t.local_rank : "?";
+            p.pid = child;
+            p.comm = tree.empty() ? "" : tree[0].comm;
+            p.gpu = env_or("CUDA_VISIBLE_DEVICES");
+            p.still = now - s.since;
+            p.cpu = static_cast<double>(ticks - std::min(ticks, s.ticks)) / static_cast<double>(sysconf(_SC_CLK_TCK)) /
+                    std::max(p.still, 1.0);
+            p.flight = *k.summary;
+            out.push_back(std::move(p));
+        }
+        ask.reset();
+        return out;
+    }
 };
 
 }  // namespace
@@ -599,7 +734,7 @@ int run_watch(const CommandLine& c) {
         t.secret = self->secret;
         t.port = static_cast<uint16_t>(port);
     }
-    Speaker speaker{t, nullptr, {}, 0, false, "", false, std::nullopt};
+    Speaker speaker{t};
     if (t.lead && t.port) {
         if (auto d = WatchDoor::open(t.port, t.secret, world)) speaker.door = std::move(d.value());
         else
@@ -640,6 +775,7 @@ int run_watch(const CommandLine& c) {
     }
     StallWatch watch(c.settings.watch_window);
     LinkWatch links(c.settings.watch_window);
+    Prober prober{t, c.settings.watch_window, std::nullopt, 0, {}};
     int named_pid = 0;
     bool named_link = false;
     for (;;) {
@@ -702,6 +838,15 @@ int run_watch(const CommandLine& c) {
                 speaker.named(link_report(t, *l, child, tree.empty() ? c.program[0] : tree[0].comm));
             }
         }
+        // The positions rule: ranks whose Flight Recorders hold still.
+        // (Not while the block's own asking waits: one dump at a time.)
+        if (!speaker.own_stalled && !speaker.said && !speaker.flight)
+            for (RankPosition& p : prober.look(monotonic(), tree, child)) {
+                if (t.lead) speaker.position(std::move(p), kGather + probe_period(c.settings.watch_window));
+                else if (t.port) tell_rank0(t.rank0_addr, t.port, speaker.rank_number(), p, t.secret, kTellWait);
+            }
+        speaker.compare(c.settings.watch_window + 3 * probe_period(c.settings.watch_window),
+                        kGather + probe_period(c.settings.watch_window));
         speaker.turn();
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);

@@ -43,6 +43,44 @@ WatchReport report_of(const msg::Finding& f) {
     return r;
 }
 
+msg::Position position_msg(const RankPosition& p) {
+    msg::Position m{p.host, p.rank, p.local_rank, p.comm, p.gpu, static_cast<uint32_t>(p.pid), p.still, p.cpu, {}};
+    for (const FlightGroup& g : p.flight.groups)
+    {
+        m.groups.push_back({g.id, g.desc, g.enqueued, g.started, g.completed, g.waiting_seq, g.waiting_op,
+                            g.waiting_state, g.waiting_input, {}});
+        for (const FlightCall& c : g.recent) m.groups.back().recent.push_back({c.seq, c.op, c.input, c.state});
+    }
+    return m;
+}
+
+RankPosition position_of(const msg::Position& m) {
+    RankPosition p;
+    p.host = m.host;
+    p.rank = m.rank;
+    p.local_rank = m.local_rank;
+    p.comm = m.comm;
+    p.gpu = m.gpu;
+    p.pid = static_cast<int>(m.pid);
+    p.still = m.still;
+    p.cpu = m.cpu;
+    for (const msg::GroupPosition& g : m.groups) {
+        FlightGroup f;
+        f.id = g.id;
+        f.desc = g.desc;
+        f.enqueued = g.enqueued;
+        f.started = g.started;
+        f.completed = g.completed;
+        f.waiting_seq = g.waiting_seq;
+        f.waiting_op = g.waiting_op;
+        f.waiting_state = g.waiting_state;
+        f.waiting_input = g.waiting_input;
+        for (const msg::CallPosition& c : g.recent) f.recent.push_back({c.seq, c.op, c.input, c.state});
+        p.flight.groups.push_back(f);
+    }
+    return p;
+}
+
 }  // namespace
 
 struct WatchDoor::State {
@@ -53,6 +91,7 @@ struct WatchDoor::State {
     std::thread thread;
     std::mutex mu;
     std::vector<WatchReport> came;  // guarded by mu
+    std::vector<RankPosition> positions;  // guarded by mu
     std::string strangers;          // the doorway's summary, taken when it closes
     unsigned garbled = 0;           // guarded by mu: proven, but no finding in what it sent
 
@@ -65,7 +104,9 @@ struct WatchDoor::State {
             std::lock_guard<std::mutex> g(mu);
             for (const check::Guest& guest : guests) {
                 if (auto f = msg::decode<msg::Finding>(guest.first)) came.push_back(report_of(f.value()));
-                else ++garbled;
+                else if (auto p = msg::decode<msg::Position>(guest.first); p && positions.size() < (1u << 16))
+                    positions.push_back(position_of(p.value()));
+                else if (!p) ++garbled;
             }
         }
     }
@@ -105,18 +146,32 @@ std::vector<WatchReport> WatchDoor::take() {
     return out;
 }
 
+std::vector<RankPosition> WatchDoor::take_positions() {
+    std::lock_guard<std::mutex> g(st_->mu);
+    std::vector<RankPosition> out;
+    out.swap(st_->positions);
+    return out;
+}
+
 std::string WatchDoor::strangers() {
     std::lock_guard<std::mutex> g(st_->mu);
     std::string out = st_->strangers;
     if (st_->garbled)
         out += (out.empty() ? "" : "; ") + std::to_string(st_->garbled) +
-               " proved the step secret but sent no finding this build reads (another release?)";
+               " proved the step secret but sent no finding or position this build reads (another release?)";
     return out;
 }
 
 std::string tell_rank0(const std::string& addr, uint16_t port, uint32_t rank, const WatchReport& r,
                        const std::string& secret, double wait) {
     auto c = check::knock(addr, port, "watch", rank, 0u, msg::encode(finding_of(r)), secret,
+                          wire::Deadline::in(wait));
+    return c ? "" : c.problem().text();
+}
+
+std::string tell_rank0(const std::string& addr, uint16_t port, uint32_t rank, const RankPosition& p,
+                       const std::string& secret, double wait) {
+    auto c = check::knock(addr, port, "watch", rank, 0u, msg::encode(position_msg(p)), secret,
                           wire::Deadline::in(wait));
     return c ? "" : c.problem().text();
 }

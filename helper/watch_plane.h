@@ -5,7 +5,9 @@
 // so only a process that proves the step secret is heard, and a stranger
 // can neither trigger nor hush a verdict. Another node's watch that names
 // something knocks there with its finding as the knock's first message and
-// is done. Nothing travels while nothing is named.
+// is done; so does one whose rank's Flight Recorder has not moved for the
+// window, with that rank's position (lib/check/rank_positions.h). Nothing
+// travels while nothing is named and every position moves.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/check/rank_positions.h"
 #include "lib/check/stall.h"
 #include "lib/util/outcome.h"
 
@@ -31,6 +34,9 @@ public:
     // What the other nodes' watches named since the last call, as they
     // said it (job and step are this step's: the secret proves it).
     std::vector<WatchReport> take();
+    // Where the other nodes' ranks stand, as their watches sent it since
+    // the last call (each sends again while its position holds).
+    std::vector<RankPosition> take_positions();
     // Stops listening: a finding that comes after is not taken (its
     // sender, not welcomed, says its own block), so none is welcomed and
     // then lost when this watch ends. take() still gives what came.
@@ -50,6 +56,9 @@ private:
 // watch named, waiting at most `wait` seconds; "" once rank 0's watch took
 // it, else why not (then this node says its own block).
 std::string tell_rank0(const std::string& addr, uint16_t port, uint32_t rank, const WatchReport& r,
+                       const std::string& secret, double wait);
+// ... or where one of its ranks stands, for rank 0's watch to compare.
+std::string tell_rank0(const std::string& addr, uint16_t port, uint32_t rank, const RankPosition& p,
                        const std::string& secret, double wait);
 
 }  // namespace mn

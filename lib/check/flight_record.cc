@@ -315,8 +315,14 @@ Outcome<FlightSummary> read_flight_record(const std::string& bytes) {
         s.entries = entries->items.size();
         for (const Ref& e : entries->items) {
             const std::string state = text_of(field(e.get(), "state"));
-            if (state.empty() || state == "completed") continue;
             const std::string pg = text_of(field(e.get(), "pg_id"));
+            for (FlightGroup& g : s.groups)
+                if (g.id == pg) {
+                    g.recent.push_back({int_of(field(e.get(), "collective_seq_id")),
+                                        text_of(field(e.get(), "profiling_name")), input_of(e.get()), state});
+                    if (g.recent.size() > kRecentCalls) g.recent.erase(g.recent.begin());
+                }
+            if (state.empty() || state == "completed") continue;
             for (FlightGroup& g : s.groups)
                 if (g.id == pg && g.waiting_seq < 0) {
                     g.waiting_seq = int_of(field(e.get(), "collective_seq_id"));

@@ -19,6 +19,13 @@
 
 namespace mn {
 
+// One collective of the entries: its sequence number in its group, what
+// it calls, its first input, its state ("scheduled", "started", "completed").
+struct FlightCall {
+    int64_t seq = -1;
+    std::string op, input, state;
+};
+
 struct FlightGroup {
     std::string id, desc;                // pg_config's key and "desc" ("default_pg")
     int64_t enqueued = -1, started = -1, completed = -1;  // pg_status's; -1: not said (started: without timing)
@@ -26,7 +33,11 @@ struct FlightGroup {
     // waits in (seq -1: none).
     int64_t waiting_seq = -1;
     std::string waiting_op, waiting_state, waiting_input;  // "nccl:all_reduce", "scheduled", "Float [262144]"
+    // Its last kRecentCalls collectives in the entries, oldest first: what
+    // each rank called at the same place is compared across the step.
+    std::vector<FlightCall> recent;
 };
+constexpr std::size_t kRecentCalls = 8;
 
 struct FlightSummary {
     std::string version, comm_lib;  // the dump's format ("2.10"), NCCL's release ("2.28.9")

@@ -7,7 +7,15 @@ else gloo on the CPU. Each rank writes
 its pid to $MN_WATCH_PIDS/pid.RANK once it is in the loop (for the test that
 stops or kills it). With PAUSE_AT=K PAUSE=S PAUSE_RANKS=all|0, the named
 ranks sleep S seconds before step K (a checkpoint save by all, or by rank 0
-alone while the others wait in the next all-reduce). Prints
+alone while the others wait in the next all-reduce); PAUSE_WORK=busy has
+them write a file over and over meanwhile, as a checkpoint's writer is busy.
+With FAULT=skip|other|kernel FAULT_AT=K FAULT_RANK=R (1), rank R at step K:
+  skip    does not call all-reduce K and waits (sleeps) for ever, as a rank
+          that took another path and waits on something else
+  other   calls a 4-byte all-reduce in its place, then waits for ever
+  kernel  starts a GPU kernel that never ends (torch.cuda._sleep), then
+          goes on: its all-reduce K queues behind the kernel
+and prints FAULT rank=R step=K at=EPOCH_SECONDS. Prints
   WATCHED rank=R fr_buffer=N watch_dir=D dir_mode=0700
 at the start and DONE rank=R steps=N seconds=S (the loop's time) at the end.
 """
@@ -36,6 +44,10 @@ def main():
     pause_at = int(os.environ.get("PAUSE_AT", "-1"))
     pause = float(os.environ.get("PAUSE", "0"))
     who = os.environ.get("PAUSE_RANKS", "all")
+    busy = os.environ.get("PAUSE_WORK", "sleep") == "busy"
+    fault = os.environ.get("FAULT", "")
+    fault_at = int(os.environ.get("FAULT_AT", "-1"))
+    faulty = fault and rank == int(os.environ.get("FAULT_RANK", "1"))
     d = os.environ.get("MN_NCCL_WATCH_DIR", "")
     mode = oct(os.stat(d).st_mode & 0o777) if d else "-"
     print(f"WATCHED rank={rank} fr_buffer={os.environ.get('TORCH_FR_BUFFER_SIZE', '-')} watch_dir={d} "
@@ -51,7 +63,26 @@ def main():
     t0 = time.perf_counter()
     for i in range(steps):
         if i == pause_at and (who == "all" or str(rank) == who):
-            time.sleep(pause)
+            if busy:
+                end = time.monotonic() + pause
+                blob = os.urandom(1 << 20)
+                path = os.path.join(d or "/tmp", f"checkpoint.{rank}")
+                while time.monotonic() < end:
+                    with open(path, "wb") as f:
+                        for _ in range(16):
+                            f.write(blob)
+                os.unlink(path)
+            else:
+                time.sleep(pause)
+        if faulty and i == fault_at:
+            print(f"FAULT rank={rank} step={i} at={time.time():.3f} {fault}", flush=True)
+            if fault == "skip":
+                time.sleep(10**6)
+            elif fault == "other":
+                dist.all_reduce(torch.ones(1, device=device))
+                time.sleep(10**6)
+            elif fault == "kernel":
+                torch.cuda._sleep(1 << 62)
         dist.all_reduce(t)
         t.fill_(1.0)
         if pause_each > 0:

@@ -110,6 +110,7 @@ void every_decoder(const std::string& body) {
     decoder<msg::Relay>(body, "Relay");
     decoder<msg::Relayed>(body, "Relayed");
     decoder<msg::Finding>(body, "Finding");
+    decoder<msg::Position>(body, "Position");
     auto lead = msg::decode_from_lead(body);
     if (lead) {
         auto back = msg::decode_from_lead(msg::encode(lead.value()));
@@ -322,6 +323,17 @@ void built_liveness(Source& s) {
     round_trip(f, "Finding");
     FUZZ_CHECK(!msg::decode_from_rank(msg::encode(f)) && !msg::decode_from_lead(msg::encode(f)),
                "a watch's finding is no message of the check's control connection");
+    // ... or where its rank stands in its collectives.
+    msg::Position pos{s.text(), s.text(), s.text(), s.text(), s.text(), static_cast<uint32_t>(s.bits(32)),
+                      static_cast<double>(s.bits(16)) / 8, static_cast<double>(s.byte()) / 64, {}};
+    for (int n = s.byte() % 3; n > 0; --n)
+        pos.groups.push_back({s.text(), s.text(), static_cast<int64_t>(s.bits(32)) - 1, -1,
+                              static_cast<int64_t>(s.bits(32)), static_cast<int64_t>(s.bits(16)) - 1, s.text(),
+                              s.text(), s.text(), {}});
+    for (auto& g : pos.groups)
+        for (int n = s.byte() % 3; n > 0; --n) g.recent.push_back({static_cast<int64_t>(s.bits(32)), s.text(), s.text(), s.text()});
+    round_trip(pos, "Position");
+    FUZZ_CHECK(!msg::decode<msg::Finding>(msg::encode(pos)), "a position is no finding");
     // A message from the wrong side is refused, naming what it is.
     const std::string beat = msg::encode(msg::Beat{msg::Stage::Pairs});
     FUZZ_CHECK(msg::decode_from_lead(beat) && msg::decode_from_rank(beat), "a heartbeat goes both ways");

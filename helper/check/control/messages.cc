@@ -193,6 +193,13 @@ void bounds(const Plan& m) {
     within("first_rank", m.first_rank, 0, kIntMax);
 }
 void bounds(const PairCue& m) { within("iters", m.iters, 0, kIntMax); }
+void bounds(const Position& m) {
+    // A dump's groups are bounded so when read (lib/check/flight_record.cc).
+    if (m.groups.size() > 64) throw Wrong{"groups", "holds " + std::to_string(m.groups.size()) + ", more than 64"};
+    for (const GroupPosition& g : m.groups)
+        if (g.recent.size() > 16) throw Wrong{"groups.recent", "holds " + std::to_string(g.recent.size()) + ", more than 16"};
+    if (m.still < 0 || m.cpu < 0) throw Wrong{m.still < 0 ? "still" : "cpu", "is below 0"};
+}
 void bounds(const Relayed& m) {
     if (m.door_strangers && m.door_strangers->size() > kStrangersText)
         throw Wrong{"door_strangers", "is " + std::to_string(m.door_strangers->size()) + " bytes, more than " +
@@ -397,6 +404,10 @@ MESSAGE(Relay, parts)
 FIELDS(Carried, rank, what, body, error, silent)
 MESSAGE(Relayed, parts, door_strangers)
 MESSAGE(Finding, kind, host, rank, local_rank, pid, comm, seen_from, detail, evidence, dumps, excluded, host_evidence)
+FIELDS(CallPosition, seq, op, input, state)
+FIELDS(GroupPosition, id, desc, enqueued, started, completed, waiting_seq, waiting_op, waiting_state, waiting_input,
+       recent)
+MESSAGE(Position, host, rank, local_rank, comm, gpu, pid, still, cpu, groups)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

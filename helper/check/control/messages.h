@@ -399,6 +399,36 @@ struct Finding {
     }
 };
 
+// One of a group's recent collectives (lib/check/flight_record.h's FlightCall).
+struct CallPosition {
+    int64_t seq = -1;
+    std::string op, input, state;
+    auto tie() const { return std::tie(seq, op, input, state); }
+};
+// Where a rank stands in one process group (lib/check/flight_record.h's
+// FlightGroup, as it travels).
+struct GroupPosition {
+    std::string id, desc;
+    int64_t enqueued = -1, started = -1, completed = -1, waiting_seq = -1;
+    std::string waiting_op, waiting_state, waiting_input;
+    std::vector<CallPosition> recent;
+    auto tie() const {
+        return std::tie(id, desc, enqueued, started, completed, waiting_seq, waiting_op, waiting_state, waiting_input,
+                        recent);
+    }
+};
+// A rank whose Flight Recorder has not moved for the watch's window
+// (lib/check/rank_positions.h's RankPosition): the first and only message
+// of a "watch" connection, as a Finding is, for rank 0's watch to compare
+// with the others'. Sent again each window while it holds.
+struct Position {
+    std::string host, rank, local_rank, comm, gpu;
+    uint32_t pid = 0;
+    double still = 0, cpu = 0;
+    std::vector<GroupPosition> groups;
+    auto tie() const { return std::tie(host, rank, local_rank, comm, gpu, pid, still, cpu, groups); }
+};
+
 // What comes on the control connection after the hello.
 using FromLead = std::variant<Beat, Roster, Prepare, Plan, PairCue, GpuRetest, Word, Relay>;
 using FromRank = std::variant<Beat, Superseded, Ready, Result, PairReport, GpuRetestReport, Relayed>;

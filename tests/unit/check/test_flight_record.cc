@@ -56,6 +56,15 @@ static void a_dump_while_a_peer_is_stopped(void**) {
     assert_str(g.waiting_input, "Float [262144]");
     assert_str(flight_words(*s)[0],
                "default_pg: completed #1289, enqueued to #1800; waits in nccl:all_reduce #1290 (Float [262144], scheduled)");
+    // Its last calls, oldest first, for the comparison across ranks (the
+    // cut dump's last entry, #1801, is marked completed).
+    assert_int_equal(g.recent.size(), kRecentCalls);
+    assert_int_equal(g.recent.front().seq, 1291);
+    assert_int_equal(g.recent[6].seq, 1800);
+    assert_str(g.recent[6].op, "nccl:all_reduce");
+    assert_str(g.recent[6].input, "Float [262144]");
+    assert_str(g.recent[6].state, "scheduled");
+    assert_int_equal(g.recent.back().seq, 1801);
 }
 
 // What is not a dump, or one cut short, or one made to hurt the reader, is
