@@ -37,6 +37,7 @@
 #include "lib/plan/hostlist.h"
 #include "lib/plan/netprobe.h"
 #include "lib/util/bounded_file.h"
+#include "lib/util/json.h"
 #include "lib/util/replace_file.h"
 #include "lib/util/text.h"
 
@@ -598,6 +599,28 @@ struct Speaker {
         positions[rank] = Held{std::move(p), now};
         if (compare_at == 0) compare_at = now + settle;
     }
+    // The last comparison, in the report directory (positions.json): what
+    // each rank's Flight Recorder said and who was named, also when nobody
+    // was (a pause every rank shares).
+    void record_positions(const std::vector<RankPosition>& held, const std::vector<WatchReport>& found) {
+        Json j;
+        j["time"] = static_cast<int64_t>(::time(nullptr));
+        Json ranks = Json::array();
+        for (const RankPosition& p : held) {
+            Json r;
+            r["rank"] = json_text(p.rank);
+            r["host"] = json_text(p.host);
+            r["still_s"] = json_rounded(p.still, 1);
+            r["cpu_cores"] = json_rounded(p.cpu, 3);
+            r["flight"] = json_texts(flight_words(p.flight));
+            ranks.push_back(r);
+        }
+        j["ranks"] = ranks;
+        std::vector<std::string> named;
+        for (const WatchReport& r : found) named.push_back(r.kind + ": rank " + r.rank + " on " + r.host);
+        j["named"] = json_texts(named);
+        replace_file(t.dir + "/positions.json", json_line(j) + "\n", 0600);
+    }
     void compare(double keep, double settle) {
         if (door)
             for (RankPosition& p : door->take_positions()) position(std::move(p), settle);
@@ -610,7 +633,9 @@ struct Speaker {
             if (now - it->second.came > keep) it = positions.erase(it);
             else held.push_back((it++)->second.p);
         }
-        for (WatchReport& r : compare_positions(held)) {
+        std::vector<WatchReport> found = compare_positions(held);
+        record_positions(held, found);
+        for (WatchReport& r : found) {
             if (!position_named.insert(r.rank + "/" + r.kind).second) continue;
             r.dumps = dumps_in(t.dir);
             if (pending.empty()) first_finding();
@@ -842,11 +867,13 @@ int run_watch(const CommandLine& c) {
         // (Not while the block's own asking waits: one dump at a time.)
         if (!speaker.own_stalled && !speaker.said && !speaker.flight)
             for (RankPosition& p : prober.look(monotonic(), tree, child)) {
-                if (t.lead) speaker.position(std::move(p), kGather + probe_period(c.settings.watch_window));
+                if (t.lead) speaker.position(std::move(p), probe_period(c.settings.watch_window));
                 else if (t.port) tell_rank0(t.rank0_addr, t.port, speaker.rank_number(), p, t.secret, kTellWait);
             }
+        // The others' positions come within a probe of the first; the
+        // block then waits kGather as for any finding.
         speaker.compare(c.settings.watch_window + 3 * probe_period(c.settings.watch_window),
-                        kGather + probe_period(c.settings.watch_window));
+                        probe_period(c.settings.watch_window));
         speaker.turn();
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);

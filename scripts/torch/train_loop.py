@@ -15,17 +15,76 @@ With FAULT=skip|other|kernel FAULT_AT=K FAULT_RANK=R (1), rank R at step K:
   other   calls a 4-byte all-reduce in its place, then waits for ever
   kernel  starts a GPU kernel that never ends (torch.cuda._sleep), then
           goes on: its all-reduce K queues behind the kernel
-and prints FAULT rank=R step=K at=EPOCH_SECONDS. Prints
+and prints FAULT rank=R step=K at=EPOCH_SECONDS. RECORDER=1 keeps a
+Flight Recorder of its own for a torch without one (Debian's 1.13, gloo):
+each all-reduce an entry as torch 2.x records it (scheduled, started while
+gloo runs it, completed), and torch's dump pipe served as torch serves it
+(a FIFO at $TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe; each line read
+there writes the dump, a protocol-2 pickle of torch's format 2.10, to
+$TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>). The GPU machines run torch's own.
+Prints
   WATCHED rank=R fr_buffer=N watch_dir=D dir_mode=0700
 at the start and DONE rank=R steps=N seconds=S (the loop's time) at the end.
 """
 import os
+import pickle
+import select
 import sys
 import datetime
+import threading
 import time
 
 import torch
 import torch.distributed as dist
+
+
+class Recorder:
+    """The Flight Recorder's bookkeeping and dump pipe, for one group."""
+
+    def __init__(self, rank, world):
+        self.rank = rank
+        self.lock = threading.Lock()
+        self.entries = []
+        self.status = {"last_enqueued_collective": -1, "last_started_collective": -1,
+                       "last_completed_collective": -1}
+        self.config = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}}
+        self.seq = 0
+        pipe = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+        self.dump_to = os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/fr_rank_") + str(rank)
+        if pipe:
+            path = f"{pipe}{rank}.pipe"
+            os.mkfifo(path, 0o600)
+            # Read and write: the FIFO never reads as ended between askers.
+            fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+            threading.Thread(target=self.serve, args=(fd,), daemon=True).start()
+
+    def serve(self, fd):
+        while True:
+            select.select([fd], [], [])
+            if os.read(fd, 4096):
+                self.dump()
+
+    def dump(self):
+        with self.lock:
+            d = {"version": "2.10", "comm_lib_version": "gloo", "pg_config": self.config,
+                 "pg_status": {"0": dict(self.status)}, "entries": [dict(e) for e in self.entries[-2000:]]}
+        with open(self.dump_to, "wb") as f:
+            pickle.dump(d, f, protocol=2)
+
+    def all_reduce(self, t):
+        with self.lock:
+            self.seq += 1
+            e = {"record_id": self.seq - 1, "pg_id": 0, "process_group": ("0", "default_pg"),
+                 "collective_seq_id": self.seq, "profiling_name": "gloo:all_reduce",
+                 "input_sizes": [list(t.shape)], "input_dtypes": ["Float"], "state": "started"}
+            self.entries.append(e)
+            if len(self.entries) > 4000:
+                del self.entries[:2000]
+            self.status["last_enqueued_collective"] = self.status["last_started_collective"] = self.seq
+        dist.all_reduce(t)
+        with self.lock:
+            e["state"] = "completed"
+            self.status["last_completed_collective"] = self.seq
 
 
 def main():
@@ -56,8 +115,11 @@ def main():
     if pids:
         with open(f"{pids}/pid.{rank}", "w") as f:
             f.write(str(os.getpid()))
+    all_reduce = dist.all_reduce
+    if os.environ.get("RECORDER") == "1":
+        all_reduce = Recorder(rank, dist.get_world_size()).all_reduce
     t = torch.ones(256 * 1024, device=device)
-    dist.all_reduce(t)
+    all_reduce(t)
     if device == "cuda":
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -79,11 +141,11 @@ def main():
             if fault == "skip":
                 time.sleep(10**6)
             elif fault == "other":
-                dist.all_reduce(torch.ones(1, device=device))
+                all_reduce(torch.ones(1, device=device))
                 time.sleep(10**6)
             elif fault == "kernel":
                 torch.cuda._sleep(1 << 62)
-        dist.all_reduce(t)
+        all_reduce(t)
         t.fill_(1.0)
         if pause_each > 0:
             time.sleep(pause_each)

@@ -108,17 +108,42 @@ t_stopped_rank_report_only() {
 }
 
 t_pauses_are_not_hangs() {
-  local name="a 12 s pause on every rank, then one on rank 0 alone (the others wait in the all-reduce), window=5: nobody named, every rank DONE; the Flight Recorder armed into a 0700 directory"
+  local name="a 12 s pause on every rank, then one on rank 0 alone, busy writing (the others wait in the all-reduce), window=5, the ranks' positions compared (RECORDER=1): nobody named, every rank DONE; the Flight Recorder armed into a 0700 directory"
   local ok=1 why=""
   for who in all 0; do
     mapfile -t args < <(watched window=5 "$PY" "$LOOP")
-    run env STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$who srun -N3 -n3 --mn-nccl "${args[@]}"
-    [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch:' &&
+    # With the loop's own Flight Recorder (RECORDER=1), so that the ranks'
+    # positions go to rank 0's watch and are compared: rank 0 alone is
+    # busy, as a checkpoint's writer is, while the others wait in #11.
+    run env RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$who PAUSE_WORK=$([ $who = 0 ] && echo busy || echo sleep) \
+      srun -N3 -n3 --mn-nccl "${args[@]}"
+    # Rank 0's watch compared them: its positions.json holds all three
+    # ranks and names nobody.
+    local d0; d0=$(sed -n 's/^WATCHED rank=0 .*watch_dir=\([^ ]*\).*/\1/p' "$OUT/last")
+    local compared; compared=$(python3 -c "import json,sys; j=json.load(open('$d0/positions.json')); print(','.join(sorted(r['rank'] for r in j['ranks'])), len(j['named']))" 2>&1)
+    [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch:' && [ "$compared" = "0,1,2 0" ] &&
       [ "$(count '^WATCHED rank=[0-9] fr_buffer=2000 watch_dir=/.*/mn-nccl-watch\.[0-9]+\.[0-9]+\.[A-Za-z0-9]{6} dir_mode=0o700$')" = 3 ] ||
-      { ok=0; why+=" [PAUSE_RANKS=$who rc=$RC]"; }
+      { ok=0; why+=" [PAUSE_RANKS=$who rc=$RC compared: $compared]"; }
   done
   [ $ok = 1 ] || { fail "$name" "$why"; return; }
   pass "$name"
+}
+
+t_desync_skip() {
+  local name="rank 1 does not call all-reduce 30 and sleeps (RECORDER=1: the loop's own Flight Recorder and torch's dump pipe, gloo), abort,window=5: the ranks' positions compared by rank 0's watch name rank 1 an application desync (node1, idle, its last #31; ranks 0 and 2 wait in #32: the warm-up's all-reduce, then the loop's from step 0), nobody else, no node excluded, the step ended"
+  local exclude=$OUT/exclude
+  echo node7 >"$exclude"
+  mapfile -t args < <(watched "abort,window=5,exclude-file=$exclude" "$PY" "$LOOP")
+  run env RECORDER=1 STEPS=100000 SLEEP=0.05 FAULT=skip FAULT_AT=30 srun -N3 -n3 --mn-nccl "${args[@]}"
+  local end; end=$(date +%s.%N)
+  local at; at=$(sed -n 's/^FAULT rank=1 step=30 at=\([0-9.]*\).*/\1/p' "$OUT/last")
+  local secs; secs=$(python3 -c "print(f'{$end-${at:-0}:.1f}')")
+  has "mn-nccl watch: application desync: node1 rank 1 \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): has not called collective #32 of default_pg \(gloo:all_reduce \(Float \[262144\]\)\), in which ranks 0, 2 wait: its last is #31" &&
+    has "mn-nccl watch:   evidence: Flight Recorder: default_pg: completed #31, enqueued to #31, started #31; nothing waiting; cpu [0-9.]+ % of a core" &&
+    [ "$(count 'mn-nccl watch: [a-zA-Z ]+: node[0-9]')" = 1 ] && has 'ending step [0-9]+\.[0-9]+ \(scancel\)' &&
+    [ "$(cat "$exclude")" = node7 ] && [ -n "$at" ] && python3 -c "import sys; sys.exit(0 if $secs < 60 else 1)" ||
+    { fail "$name" "rc=$RC, srun ended $secs s after the fault; exclude file: $(cat "$exclude" | paste -sd,)"; return; }
+  pass "$name (srun ended $secs s after the fault)"
 }
 
 # link_fault WHAT DOWN_S: 3 ranks in the loop; node1's eth0 taken down in
