@@ -10,10 +10,16 @@
 #   link      a node's eth0 taken down in its namespace mid-run (abort,
 #             window 5 s): its node named for its link (by the others or
 #             itself), no process named; the time to the first block
+#   skip      a rank does not call all-reduce 30 and sleeps (abort, window
+#             5 s; the loop's own Flight Recorder, RECORDER=1): named an
+#             application desync from the ranks' positions; the time from
+#             the fault to the step's end
 #   pause     a 12 s pause on every rank (a checkpoint save): anybody named
 #             is a false blame
-#   pause0    a 12 s pause on rank 0 alone, the others waiting in the
-#             all-reduce: the same
+#   pause0    a 12 s pause on rank 0 alone, busy writing, the others
+#             waiting in the all-reduce: the same
+# The skip and pause cases run with RECORDER=1: the ranks' positions go to
+# rank 0's watch and are compared.
 # The rank hit goes round the ranks. "One block": the runs named right in
 # exactly one block (rank 0's watch says the step's; for a link, one from
 # the nodes that still reach rank 0: the node cut off says its own once its
@@ -23,7 +29,7 @@
 # (default /tmp/mn-bench-watch-misses).
 #
 #   scripts/bench/bench-watch.sh [R]     default 20; holds /tmp/mn-cluster.lock
-#   MN_BENCH_CASES="stop link" picks the cases (default all five)
+#   MN_BENCH_CASES="stop link" picks the cases (default all six)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 top=$(pwd)
@@ -85,13 +91,22 @@ one() {  # CASE N
     ip netns exec "node$rank" ip link set eth0 up
     wait $spid
     ;;
+  skip)
+    mapfile -t a < <(watched abort,window=5 1)
+    RECORDER=1 STEPS=100000 SLEEP=0.05 FAULT=skip FAULT_AT=30 FAULT_RANK=$rank timeout 90 \
+      srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1
+    local end at; end=$(date +%s%N)
+    at=$(sed -n 's/^FAULT rank=[0-9]* step=[0-9]* at=\([0-9]*\)\.\([0-9]*\).*/\1\2/p' "$T/out")
+    [ -n "$at" ] && ms=$(( end / 1000000 - at ))
+    ;;
   pause | pause0)
     mapfile -t a < <(watched window=5 0)
-    STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) timeout 90 \
+    RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) \
+      PAUSE_WORK=$([ $c = pause ] && echo sleep || echo busy) timeout 90 \
       srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1
     ;;
   esac
-  named=$(sed -n 's/^.*mn-nccl watch: \(process [a-z ]*\|ended by its watchdog\): \(node[0-9]*\) rank \([0-9]*\).*/\2:\3/p' "$T/out" | sort -u | tr '\n' ' ')
+  named=$(sed -n 's/^.*mn-nccl watch: \(process [a-z ]*\|ended by its watchdog\|application desync\|GPU stuck\|busy outside collectives\): \(node[0-9]*\) rank \([0-9]*\).*/\2:\3/p' "$T/out" | sort -u | tr '\n' ' ')
   local want="node$rank:$rank "
   # A link is named by its node: "link down: node1: ..." from another node,
   # "link down: node1 rank 1 ..." from its own.
@@ -106,11 +121,11 @@ one() {  # CASE N
   # nodeX: ..."); the node cut off says its own ("link down: nodeX rank N
   # ...") once its link is back, and is not counted.
   local blocks single
-  blocks=$(grep -cE 'mn-nccl watch: (process [a-z ]+|ended by its watchdog|link down): ' "$T/out")
+  blocks=$(grep -cE 'mn-nccl watch: (process [a-z ]+|ended by its watchdog|link down|application desync|GPU stuck|busy outside collectives): ' "$T/out")
   single=$blocks
   [ $c = link ] && single=$(grep -cE 'mn-nccl watch: link down: node[0-9]+: ' "$T/out")
   case $c in
-  stop | kill | link)
+  stop | kill | link | skip)
     [ "$named" = "$want" ] && [ "$single" = 1 ] && one[$c]=$((${one[$c]:-0} + 1))
     if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
     elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
@@ -125,7 +140,7 @@ one() {  # CASE N
   echo "$c $n: rank $rank; named: ${named:-nobody} in $blocks block(s) ($single counted); ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
 }
 for n in $(seq "$runs"); do
-  for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do one $c "$n"; done
+  for c in ${MN_BENCH_CASES:-stop kill link skip pause pause0}; do one $c "$n"; done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
 echo
@@ -133,8 +148,8 @@ echo "bench-watch: Slurm $ver ($([ $inline = 1 ] && echo 'srun --mn-nccl-watch' 
   "3 nodes, window 5 s, $runs runs per case"
 printf '%-8s %6s %9s %7s %12s %s\n' case right "one block" missed "someone else" "median ms to the step's end"
 # pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish;
-# link: the time is to the first "link down" block
-for c in ${MN_BENCH_CASES:-stop kill link pause pause0}; do
+# link: the time is to the first "link down" block; skip: from the fault to the step's end
+for c in ${MN_BENCH_CASES:-stop kill link skip pause pause0}; do
   printf '%-8s %6s %9s %7s %12s %s\n' "$c" "${right[$c]:-0}" "$(case $c in pause*) echo - ;; *) echo "${one[$c]:-0}" ;; esac)" \
     "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
 done
