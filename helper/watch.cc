@@ -285,6 +285,11 @@ struct Task {
     bool lead = false;
     std::string rank0_addr, secret;
     uint16_t port = 0;
+    // The standby: the first task of the step's second node listens at the
+    // same port, and a watch that cannot tell rank 0's (rank 0's node cut
+    // off) tells it instead, so the others' findings are still one block.
+    bool standby = false;
+    std::string standby_addr;  // "" where there is none (one node)
 };
 
 // Where this watch's own ranks had got to, from their Flight Recorders:
@@ -539,12 +544,26 @@ struct Speaker {
         if (!t.lead && t.port) {
             const std::string why = tell_rank0(t.rank0_addr, t.port, rank_number(), r, t.secret, kTellWait);
             if (why.empty()) return;
-            say_now({r}, "rank 0's watch (" + t.rank0_addr + ":" + std::to_string(t.port) +
-                             ") could not be told, so this node says it: " + why);
+            std::string note = "rank 0's watch (" + t.rank0_addr + ":" + std::to_string(t.port) +
+                               ") could not be told (" + why + ")";
+            if (door) {  // the standby: the block is its to say
+                if (pending.empty()) first_finding();
+                pending.push_back(std::move(r));
+                standby_note = note + ", so " + t.host + "'s watch says the step's block";
+                return;
+            }
+            if (!t.standby_addr.empty()) {
+                const std::string also = tell_rank0(t.standby_addr, t.port, rank_number(), r, t.secret, kTellWait);
+                if (also.empty()) return;
+                note += ", nor the standby's at " + t.standby_addr + " (" + also + ")";
+            }
+            say_now({r}, note + ", so this node says it");
             return;
         }
         say_now({r});
     }
+    // The standby's last line: why it, not rank 0's watch, says the block.
+    std::string standby_note;
     // Rank 0's: the others' findings; the block once the first has waited
     // kGather for the rest of what one fault makes several watchers see
     // (or at once: `now_too`, the watch ends, and stops listening first).
@@ -556,7 +575,10 @@ struct Speaker {
             pending.push_back(std::move(r));
         }
         if (!pending.empty() && (now_too || monotonic() - first >= kGather)) {
-            say_now(pending);
+            // What reaches the standby is what rank 0's watch was not told.
+            say_now(pending, t.lead ? "" : standby_note.empty() ? "rank 0's watch could not be told, so " + t.host +
+                                                                     "'s watch (the standby) says the step's block"
+                                                               : standby_note);
             pending.clear();
         }
         // Strangers at the door, once, when the watch ends: nobody without
@@ -564,8 +586,8 @@ struct Speaker {
         if (now_too) {
             const std::string s = door->strangers();
             if (!s.empty() && s != strangers_said)
-                say("mn-nccl watch: " + t.host + " rank 0's watch port " + std::to_string(t.port) + ": " + s +
-                    "; none was heard\n");
+                say("mn-nccl watch: " + t.host + " rank " + t.rank + "'s watch port " + std::to_string(t.port) + ": " +
+                    s + "; none was heard\n");
             strangers_said = s;
         }
     }
@@ -599,10 +621,12 @@ struct Speaker {
         positions[rank] = Held{std::move(p), now};
         if (compare_at == 0) compare_at = now + settle;
     }
-    // The last comparison, in the report directory (positions.json): what
-    // each rank's Flight Recorder said and who was named, also when nobody
-    // was (a pause every rank shares).
+    // Each comparison, a line in the report directory's positions.jsonl
+    // (up to 10,000): what each rank's Flight Recorder said and who was
+    // named, also when nobody was (a pause every rank shares).
+    std::size_t recorded = 0;
     void record_positions(const std::vector<RankPosition>& held, const std::vector<WatchReport>& found) {
+        if (++recorded > 10000) return;
         Json j;
         j["time"] = static_cast<int64_t>(::time(nullptr));
         Json ranks = Json::array();
@@ -619,7 +643,13 @@ struct Speaker {
         std::vector<std::string> named;
         for (const WatchReport& r : found) named.push_back(r.kind + ": rank " + r.rank + " on " + r.host);
         j["named"] = json_texts(named);
-        replace_file(t.dir + "/positions.json", json_line(j) + "\n", 0600);
+        const std::string line = json_line(j);  // one line, its newline included
+        const int fd = open((t.dir + "/positions.jsonl").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) return;
+        if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+            // A full disk loses a line of evidence, nothing more.
+        }
+        close(fd);
     }
     void compare(double keep, double settle) {
         if (door)
@@ -759,12 +789,24 @@ int run_watch(const CommandLine& c) {
         t.secret = self->secret;
         t.port = static_cast<uint16_t>(port);
     }
+    // The standby, where the step has a second node whose name resolves.
+    if (t.port && !t.lead) {
+        const auto nodes = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")));
+        std::string err;
+        if (nodes && nodes->size() > 1)
+            if (const auto a = resolve_ipv4((*nodes)[1], err); !a.empty() && a.front().str() != t.rank0_addr) {
+                t.standby_addr = a.front().str();
+                t.standby = env_or("SLURM_NODEID") == "1" && env_or("SLURM_LOCALID") == "0";
+            }
+    }
     Speaker speaker{t};
-    if (t.lead && t.port) {
+    if ((t.lead || t.standby) && t.port) {
         if (auto d = WatchDoor::open(t.port, t.secret, world)) speaker.door = std::move(d.value());
-        else
+        else if (t.lead)
             say("mn-nccl watch: " + t.host + " rank 0: cannot listen at the watch port " + std::to_string(t.port) +
                 " (" + d.problem().text() + "): each node's watch says its own block\n");
+        // A standby that cannot listen (its node is rank 0's machine, as
+        // emulated nodes are): the others say their own when rank 0's is cut off.
     }
     // The program gets srun's signals itself (Slurm signals every process
     // of the step); the watch stays to see how it ends.

@@ -108,19 +108,23 @@ t_stopped_rank_report_only() {
 }
 
 t_pauses_are_not_hangs() {
-  local name="a 12 s pause on every rank, then one on rank 0 alone, busy writing (the others wait in the all-reduce), window=5, the ranks' positions compared (RECORDER=1): nobody named, every rank DONE; the Flight Recorder armed into a 0700 directory"
+  local name="a 15 s pause on every rank, then one on rank 0 alone, busy writing (the others wait in the all-reduce), window=5, the ranks' positions compared (RECORDER=1): nobody named, every rank DONE; the Flight Recorder armed into a 0700 directory"
   local ok=1 why=""
   for who in all 0; do
     mapfile -t args < <(watched window=5 "$PY" "$LOOP")
     # With the loop's own Flight Recorder (RECORDER=1), so that the ranks'
     # positions go to rank 0's watch and are compared: rank 0 alone is
     # busy, as a checkpoint's writer is, while the others wait in #11.
-    run env RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$who PAUSE_WORK=$([ $who = 0 ] && echo busy || echo sleep) \
+    run env RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=15 PAUSE_RANKS=$who PAUSE_WORK=$([ $who = 0 ] && echo busy || echo sleep) \
       srun -N3 -n3 --mn-nccl "${args[@]}"
-    # Rank 0's watch compared them: its positions.json holds all three
-    # ranks and names nobody.
+    # Rank 0's watch compared them: its positions.jsonl holds all three
+    # ranks (over its comparisons: each compares what came by then) and
+    # names nobody.
     local d0; d0=$(sed -n 's/^WATCHED rank=0 .*watch_dir=\([^ ]*\).*/\1/p' "$OUT/last")
-    local compared; compared=$(python3 -c "import json,sys; j=json.load(open('$d0/positions.json')); print(','.join(sorted(r['rank'] for r in j['ranks'])), len(j['named']))" 2>&1)
+    local compared; compared=$(python3 -c "
+import json
+ls = [json.loads(l) for l in open('$d0/positions.jsonl')]
+print(','.join(sorted({r['rank'] for l in ls for r in l['ranks']})), sum(len(l['named']) for l in ls))" 2>&1)
     [ $RC -eq 0 ] && [ "$(count '^DONE')" = 3 ] && ! has 'mn-nccl watch:' && [ "$compared" = "0,1,2 0" ] &&
       [ "$(count '^WATCHED rank=[0-9] fr_buffer=2000 watch_dir=/.*/mn-nccl-watch\.[0-9]+\.[0-9]+\.[A-Za-z0-9]{6} dir_mode=0o700$')" = 3 ] ||
       { ok=0; why+=" [PAUSE_RANKS=$who rc=$RC compared: $compared]"; }
@@ -155,7 +159,7 @@ link_fault() {
   start_loop "$1"
   spid=$SPID
   t0=$(date +%s%N)
-  ip netns exec node1 ip link set eth0 down
+  ip netns exec "${LINK_NODE:-node1}" ip link set eth0 down
   MS=none
   for i in $(seq 300); do
     if [ "$MS" = none ] && grep -q 'mn-nccl watch: link down' "$OUT/last"; then
@@ -165,7 +169,7 @@ link_fault() {
     [ "$down" != 0 ] && [ $(( ($(date +%s%N) - t0) / 1000000000 )) -ge "$down" ] && break
     sleep 0.1
   done
-  ip netns exec node1 ip link set eth0 up
+  ip netns exec "${LINK_NODE:-node1}" ip link set eth0 up
   wait $spid
   RC=$?
 }
@@ -186,6 +190,20 @@ t_link_down() {
     [ "$(count 'mn-nccl watch: link down: node1: ')" = 1 ] && [ "$(count 'exclude file: node1 added')" = 1 ] &&
     has 'ending step [0-9]+\.[0-9]+ \(scancel\)' && ! has 'mn-nccl watch: process' && ! has 'link down: node[02]' && ! has '^DONE' ||
     { fail "$name" "rc=$RC, first block ${MS} ms after the link went down"; return; }
+  pass "$name (named ${MS} ms after the link went down)"
+}
+
+t_rank0_node_cut_off() {
+  local name="node0's eth0 (rank 0's node) taken down mid-run, abort,window=5,exclude-file=F: one block naming node0's link, said by the standby (node1's first task's watch, at the same watch port) with why rank 0's could not be told, seen from node1 and/or node2; node0 added to F once; the step ends"
+  local ex=$OUT/exclude
+  echo "node7" >"$ex"
+  LINK_NODE=node0 link_fault "abort,window=5,exclude-file=$ex" 0
+  [ "$MS" != none ] && [ $RC -ne 124 ] && [ $RC -ne 0 ] && [ "$(cat "$ex")" = "node[0,7]" ] &&
+    [ "$(count 'mn-nccl watch: link down: node0: ')" = 1 ] && [ "$(count 'exclude file: node0 added')" = 1 ] &&
+    has 'mn-nccl watch:   evidence: (the kernel on node[12] retransmits to 10\.250\.0\.10 and hears no acknowledgement; )+seen from node[12] rank [12] \(pid [0-9]+\)(, node[12] rank [12] \(pid [0-9]+\))?$' &&
+    has "mn-nccl watch:   rank 0's watch \(10\.250\.0\.10:[0-9]+\) could not be told \(.*\), so node1's watch says the step's block" &&
+    ! has 'mn-nccl watch: process' && ! has 'link down: node[12]' ||
+    { fail "$name" "rc=$RC, first block ${MS} ms after the link went down, exclude file: $(cat "$ex")"; return; }
   pass "$name (named ${MS} ms after the link went down)"
 }
 
