@@ -549,7 +549,7 @@ struct Speaker {
             if (door) {  // the standby: the block is its to say
                 if (pending.empty()) first_finding();
                 pending.push_back(std::move(r));
-                standby_note = note + ", so " + t.host + "'s watch says the step's block";
+                standby_note = note;
                 return;
             }
             if (!t.standby_addr.empty()) {
@@ -562,8 +562,10 @@ struct Speaker {
         }
         say_now({r});
     }
-    // The standby's last line: why it, not rank 0's watch, says the block.
+    // The standby's: why rank 0's watch was not told its own finding, and
+    // whether another watch's came to it (then its block is the step's).
     std::string standby_note;
+    bool heard = false;
     // Rank 0's: the others' findings; the block once the first has waited
     // kGather for the rest of what one fault makes several watchers see
     // (or at once: `now_too`, the watch ends, and stops listening first).
@@ -573,13 +575,18 @@ struct Speaker {
         for (auto& r : door->take()) {
             if (pending.empty()) first_finding();
             pending.push_back(std::move(r));
+            heard = true;
         }
         if (!pending.empty() && (now_too || monotonic() - first >= kGather)) {
-            // What reaches the standby is what rank 0's watch was not told.
-            say_now(pending, t.lead ? "" : standby_note.empty() ? "rank 0's watch could not be told, so " + t.host +
-                                                                     "'s watch (the standby) says the step's block"
-                                                               : standby_note);
+            // What reaches the standby is what rank 0's watch was not told:
+            // the step's block where other watches told it, else its own.
+            std::string note;
+            if (!t.lead)
+                note = (standby_note.empty() ? "rank 0's watch could not be told" : standby_note) +
+                       (heard ? ", so " + t.host + "'s watch (the standby) says the step's block" : ", so this node says it");
+            say_now(pending, note);
             pending.clear();
+            heard = false;
         }
         // Strangers at the door, once, when the watch ends: nobody without
         // the step secret was heard.

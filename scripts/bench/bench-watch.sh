@@ -89,6 +89,8 @@ one() {  # CASE N
       sleep 0.1
     done
     ip netns exec "node$rank" ip link set eth0 up
+    # Its default route went with the link (node 0's address is found by it).
+    ip netns exec "node$rank" ip route replace default via "$(ip netns exec "node$rank" ip -4 -o addr show eth0 | awk '{print $4}' | sed 's|\.[0-9]*/.*|.1|')"
     wait $spid
     ;;
   skip)
