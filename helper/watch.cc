@@ -34,8 +34,10 @@
 #include "lib/check/rank_positions.h"
 #include "lib/check/stall.h"
 #include "lib/check/watch_verdict.h"
+#include "lib/fabric/fabric.h"
 #include "lib/plan/hostlist.h"
 #include "lib/plan/netprobe.h"
+#include "lib/plan/step_plan.h"
 #include "lib/util/bounded_file.h"
 #include "lib/util/json.h"
 #include "lib/util/replace_file.h"
@@ -262,6 +264,47 @@ std::string node_of(const std::string& addr) {
             if (a.str() == addr) return (*nodes)[i];
     }
     return "";
+}
+
+// The step's RDMA ports on this node (NCCL_IB_HCA as NCCL reads it; none
+// with NCCL_IB_DISABLE=1), as sysfs lists them under `root`: up to 64.
+std::vector<std::pair<std::string, unsigned>> step_ports(const std::string& root) {
+    std::vector<std::pair<std::string, unsigned>> out;
+    if (env_or("NCCL_IB_DISABLE") == "1") return out;
+    const std::string ib = root + "/class/infiniband";
+    DIR* d = opendir(ib.c_str());
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        const std::string hca = e->d_name;
+        DIR* p = opendir((ib + "/" + hca + "/ports").c_str());
+        if (!p) continue;
+        while (dirent* q = readdir(p)) {
+            const auto n = whole_number(q->d_name);
+            if (n && *n > 0 && *n < 256 && out.size() < 64 && hca_selected(env_or("NCCL_IB_HCA"), hca, static_cast<unsigned>(*n)))
+                out.emplace_back(hca, static_cast<unsigned>(*n));
+        }
+        closedir(p);
+    }
+    closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::string port_dir(const std::string& root, const std::pair<std::string, unsigned>& p) {
+    return root + "/class/infiniband/" + p.first + "/ports/" + std::to_string(p.second);
+}
+
+// Their state now: two small files each.
+std::vector<PortReading> read_ports(const std::string& root, const std::vector<std::pair<std::string, unsigned>>& ports) {
+    std::vector<PortReading> out;
+    for (const auto& p : ports) {
+        const std::string dir = port_dir(root, p);
+        out.push_back({p.first + ":" + std::to_string(p.second),
+                       parse_state(read_bounded_text(dir + "/state", 256).value_or("")),
+                       parse_state(read_bounded_text(dir + "/phys_state", 256).value_or(""))});
+    }
+    return out;
 }
 
 // scancel of this step, all its tasks at once; false when it could not run.
@@ -850,6 +893,10 @@ int run_watch(const CommandLine& c) {
     StallWatch watch(c.settings.watch_window);
     LinkWatch links(c.settings.watch_window);
     Prober prober{t, c.settings.watch_window, std::nullopt, 0, {}};
+    const std::string sysfs = user_sysfs_root(process_env());
+    const auto ports = step_ports(sysfs);
+    PortWatch port_watch(c.settings.watch_window);
+    bool named_port = false;
     int named_pid = 0;
     bool named_link = false;
     for (;;) {
@@ -923,6 +970,27 @@ int run_watch(const CommandLine& c) {
         // block then waits kGather as for any finding.
         speaker.compare(c.settings.watch_window + 3 * probe_period(c.settings.watch_window),
                         probe_period(c.settings.watch_window));
+        // The RDMA port rule: a port of the step's out of ACTIVE for the
+        // window, as this node's kernel says: this node's link, with host
+        // evidence (its Ethernet, and so its word to rank 0's watch and
+        // the exclude file, is another path).
+        if (!named_port && !ports.empty())
+            if (auto p = port_watch.look(monotonic(), read_ports(sysfs, ports))) {
+                named_port = true;
+                WatchReport r = report_of(t, child, tree.empty() ? c.program[0] : tree[0].comm);
+                r.kind = "link down";
+                r.detail = port_stall_words(*p, t.host);
+                const auto at = std::find_if(ports.begin(), ports.end(), [&](const auto& q) {
+                    return q.first + ":" + std::to_string(q.second) == p->port.name;
+                });
+                const std::string pdir = at == ports.end() ? "" : port_dir(sysfs, *at);
+                r.evidence.push_back(t.host + "'s " + pdir + "/state: " + p->port.state);
+                const auto downed = read_bounded_text(pdir + "/counters/link_downed", 64);
+                if (downed && !downed->empty())
+                    r.evidence.push_back("link_downed " + downed->substr(0, downed->find_first_of("\n")));
+                r.host_evidence = true;
+                speaker.named(r);
+            }
         speaker.turn();
         timespec ts{};
         ts.tv_sec = static_cast<time_t>(kLook);

@@ -150,4 +150,49 @@ std::optional<LinkStall> LinkWatch::look(double now, const std::vector<TcpSocket
     return named;
 }
 
+bool hca_selected(const std::string& nccl_ib_hca, const std::string& hca, unsigned port) {
+    std::string list = nccl_ib_hca;
+    if (list.empty()) return true;
+    const bool exclude = list[0] == '^';
+    if (exclude) list.erase(0, 1);
+    const bool exact = !list.empty() && list[0] == '=';
+    if (exact) list.erase(0, 1);
+    bool listed = false;
+    for (const std::string& e : split_list(list, ',')) {
+        if (e.empty()) continue;
+        const std::size_t colon = e.find(':');
+        const std::string name = e.substr(0, colon);
+        if (colon != std::string::npos && e.substr(colon + 1) != std::to_string(port)) continue;
+        if (exact ? name == hca : hca.compare(0, name.size(), name) == 0) listed = true;
+    }
+    return exclude ? !listed : listed;
+}
+
+std::string port_stall_words(const PortStall& s, const std::string& here) {
+    return s.port.name + ", an RDMA port of the step's on " + here + ", is " + s.port.state +
+           (s.port.phys_state.empty() ? "" : " (phys_state " + s.port.phys_state + ")") + " for " + num(s.seconds, 0) +
+           " s: NCCL's traffic over it has stopped";
+}
+
+std::optional<PortStall> PortWatch::look(double now, const std::vector<PortReading>& ports) {
+    if (first_) {
+        first_ = false;
+        for (const PortReading& p : ports)
+            if (p.state == "ACTIVE") watched_[p.name] = -1;
+        return std::nullopt;
+    }
+    std::optional<PortStall> named;
+    for (const PortReading& p : ports) {
+        const auto w = watched_.find(p.name);
+        if (w == watched_.end()) continue;
+        if (p.state.empty() || p.state == "ACTIVE") {
+            w->second = -1;
+            continue;
+        }
+        if (w->second < 0) w->second = now;
+        if (!named && now - w->second >= window_) named = PortStall{p, now - w->second};
+    }
+    return named;
+}
+
 }  // namespace mn

@@ -95,4 +95,43 @@ private:
     std::map<std::string, Waiting> waiting_;  // "own IF" or "peer ADDR"
 };
 
+// ---- RDMA ports (InfiniBand, RoCE): the kernel's own word on the port ------
+
+// Whether NCCL_IB_HCA, as NCCL reads it, gives NCCL this port: empty:
+// every one; "^..." every one but those listed; "=..." those named
+// exactly; else those whose name starts with an entry. An entry may name
+// a port ("mlx5_0:1").
+bool hca_selected(const std::string& nccl_ib_hca, const std::string& hca, unsigned port);
+
+// A port as sysfs says it now (class/infiniband/HCA/ports/P/state and
+// phys_state, "4: ACTIVE", "5: LinkUp", read with parse_state).
+struct PortReading {
+    std::string name;  // "mlx5_0:1"
+    std::string state, phys_state;  // "ACTIVE", "LinkUp"; "" when unreadable
+};
+
+struct PortStall {
+    PortReading port;
+    double seconds = 0;  // how long it has been out of ACTIVE, when named
+};
+
+// "mlx5_3:1, an RDMA port of the step's, is DOWN (phys_state Disabled)
+// for 5 s: NCCL's traffic over it has stopped".
+std::string port_stall_words(const PortStall& s, const std::string& here);
+
+// Looks at the step's RDMA ports, one sample after another: those ACTIVE
+// at the first look are the step's (NCCL chose among them at its start);
+// one of them out of ACTIVE at every look for `window` seconds is named
+// (a port that could not be read is not taken for down).
+class PortWatch {
+public:
+    explicit PortWatch(double window) : window_(window) {}
+    std::optional<PortStall> look(double now, const std::vector<PortReading>& ports);
+
+private:
+    double window_;
+    bool first_ = true;
+    std::map<std::string, double> watched_;  // the step's ports -> out of ACTIVE since (-1: ACTIVE)
+};
+
 }  // namespace mn

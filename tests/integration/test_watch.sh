@@ -210,6 +210,31 @@ t_rank0_node_cut_off() {
   pass "$name (named ${MS} ms after the link went down)"
 }
 
+t_rdma_port_down() {
+  local name="an RDMA port of the step's goes DOWN mid-run (the DGX H100 fixture tree, MN_NCCL_SYSFS_ROOT; the plugin's NCCL_IB_HCA names its 8 ports), abort,window=5,exclude-file=F: each node's watch names its own mlx5_3:1 (DOWN, phys_state Disabled, the kernel's word: host evidence), one block, each node added to F; mlx5_1:1 unreadable names nobody"
+  local ex=$OUT/exclude i
+  echo node7 >"$ex"
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  local root=$OUT/sysfs/dgx-h100
+  mapfile -t args < <(watched "abort,window=5,exclude-file=$ex" "$PY" "$LOOP")
+  rm -f "$OUT"/pid.*
+  MN_NCCL_SYSFS_ROOT=$root MN_WATCH_PIDS=$OUT STEPS=600 timeout 90 srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
+  local spid=$!
+  for i in $(seq 300); do [ "$(ls "$OUT"/pid.* 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.1; done
+  sleep 2
+  echo "1: DOWN" >"$root/class/infiniband/mlx5_3/ports/1/state"
+  echo "3: Disabled" >"$root/class/infiniband/mlx5_3/ports/1/phys_state"
+  rm -f "$root/class/infiniband/mlx5_1/ports/1/state"
+  wait $spid
+  RC=$?
+  [ $RC -ne 0 ] && [ $RC -ne 124 ] && [ "$(cat "$ex")" = "node[0-2,7]" ] &&
+    [ "$(count "mn-nccl watch: link down: node[0-2] rank [0-2] \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): mlx5_3:1, an RDMA port of the step's on node[0-2], is DOWN \(phys_state Disabled\) for [5-9] s")" = 3 ] &&
+    has "evidence: node[0-2]'s $root/class/infiniband/mlx5_3/ports/1/state: DOWN" &&
+    ! has 'mlx5_1:1' && ! has 'mn-nccl watch: process' && has 'ending step [0-9]+\.[0-9]+ \(scancel\)' ||
+    { fail "$name" "rc=$RC exclude file: $(cat "$ex")"; return; }
+  pass "$name"
+}
+
 t_link_down_and_back() {
   local name="node1's eth0 down for 9 s, then up (window=5, no abort): rank 0's watch names node1's link once (node0's and node2's findings), node1's watcher its own eth0 down in a block of its own (it cannot reach rank 0's), nobody's process; the loop recovers and every rank is DONE"
   STEPS=120 link_fault window=5 9

@@ -187,12 +187,50 @@ void this_nodes_link_down(void**) {
                "node1's eth0 is down: the program's data waits behind it (192 bytes on 2 connections) for 5 s");
 }
 
+// NCCL_IB_HCA as NCCL reads it: what the plugin writes ("=mlx5_0:1,..."),
+// a prefix, an exclusion, a port, nothing at all.
+static void the_steps_ports(void**) {
+    assert_true(hca_selected("", "mlx5_3", 1));
+    assert_true(hca_selected("=mlx5_0:1,mlx5_3:1", "mlx5_3", 1));
+    assert_false(hca_selected("=mlx5_0:1,mlx5_3:1", "mlx5_3", 2));
+    assert_false(hca_selected("=mlx5_1", "mlx5_10", 1));
+    assert_true(hca_selected("mlx5_1", "mlx5_10", 1));
+    assert_false(hca_selected("^mlx5_2", "mlx5_2", 1));
+    assert_true(hca_selected("^mlx5_2", "mlx5_3", 1));
+    assert_false(hca_selected("^=mlx5_2:1", "mlx5_2", 1));
+    assert_true(hca_selected("^=mlx5_2:1", "mlx5_2", 2));
+}
+
+// The ports ACTIVE at the first look are the step's; one of them out of
+// ACTIVE for the window is named, once back it starts again; a port
+// unreadable (its file gone) or not ACTIVE at the start is not named.
+static void an_rdma_port_down(void**) {
+    PortWatch w(5);
+    std::vector<PortReading> p = {{"mlx5_0:1", "ACTIVE", "LinkUp"}, {"mlx5_1:1", "DOWN", "Disabled"},
+                                  {"mlx5_2:1", "ACTIVE", "LinkUp"}};
+    assert_false(w.look(0, p).has_value());
+    p[0] = {"mlx5_0:1", "DOWN", "Disabled"};
+    p[2] = {"mlx5_2:1", "", ""};
+    assert_false(w.look(1, p).has_value());
+    assert_false(w.look(4, p).has_value());
+    p[0] = {"mlx5_0:1", "ACTIVE", "LinkUp"};
+    assert_false(w.look(5, p).has_value());
+    p[0] = {"mlx5_0:1", "INIT", "LinkUp"};
+    assert_false(w.look(6, p).has_value());
+    const auto named = w.look(11.2, p);
+    assert_true(named.has_value());
+    assert_str(named->port.name, "mlx5_0:1");
+    assert_str(port_stall_words(*named, "node1"),
+               "mlx5_0:1, an RDMA port of the step's on node1, is INIT (phys_state LinkUp) for 5 s: NCCL's traffic over it has stopped");
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(lines_as_the_kernel_writes_them), cmocka_unit_test(garbled_lines_are_refused),
         cmocka_unit_test(a_peer_that_does_not_acknowledge), cmocka_unit_test(an_acknowledgement_starts_again),
         cmocka_unit_test(a_full_window_is_not_a_link),      cmocka_unit_test(this_nodes_link_down),
-        cmocka_unit_test(a_lossy_link_is_not_down),
+        cmocka_unit_test(a_lossy_link_is_not_down),         cmocka_unit_test(the_steps_ports),
+        cmocka_unit_test(an_rdma_port_down),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
