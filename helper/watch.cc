@@ -56,10 +56,10 @@ constexpr double kGather = 2.0;
 constexpr double kTellWait = 3.0;  // seconds another node's watch tries to tell rank 0's
 constexpr double kFlightWait = 10.0;  // seconds for the Flight Recorder's dump once asked for
 // Between two askings of the program's Flight Recorder for where its ranks
-// stand, a sixth of the window, 2 to 10 s: a position held for the window
-// is seen within one of these after (torch writes a dump in well under a
-// second without stack traces to symbolize; the watch reads it in
-// milliseconds).
+// stand, a sixth of the window, 2 to 10 s (two while every rank moves): a
+// stall is named within the window and three of these (torch writes a dump
+// in well under a second without stack traces to symbolize; the watch
+// reads one of 2,000 entries in about 10 ms).
 double probe_period(double window) { return std::min(10.0, std::max(2.0, window / 6)); }
 // Signals Slurm sends every process of the step: the program takes them
 // itself (their default actions restored), the watch outlives them.
@@ -295,14 +295,20 @@ std::string port_dir(const std::string& root, const std::pair<std::string, unsig
     return root + "/class/infiniband/" + p.first + "/ports/" + std::to_string(p.second);
 }
 
+// A sysfs file's one line, its newline off.
+std::string sysfs_line(const std::string& path) {
+    std::string text = read_bounded_text(path, 256).value_or("");
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return text;
+}
+
 // Their state now: two small files each.
 std::vector<PortReading> read_ports(const std::string& root, const std::vector<std::pair<std::string, unsigned>>& ports) {
     std::vector<PortReading> out;
     for (const auto& p : ports) {
         const std::string dir = port_dir(root, p);
-        out.push_back({p.first + ":" + std::to_string(p.second),
-                       parse_state(read_bounded_text(dir + "/state", 256).value_or("")),
-                       parse_state(read_bounded_text(dir + "/phys_state", 256).value_or(""))});
+        out.push_back({p.first + ":" + std::to_string(p.second), parse_state(sysfs_line(dir + "/state")),
+                       parse_state(sysfs_line(dir + "/phys_state"))});
     }
     return out;
 }
@@ -763,13 +769,18 @@ struct Prober {
         std::vector<RankPosition> out;
         if (!ask) {
             if (now < next) return out;
-            next = now + probe_period(window);
             ask = ask_flight(t);
-            if (ask->asked.empty()) ask.reset();
+            if (ask->asked.empty()) {
+                ask.reset();
+                next = now + probe_period(window);
+            }
             return out;
         }
         if (!poll_flight(t, *ask)) return out;
         const uint64_t ticks = tree_ticks(tree);
+        // While every rank moves (a run that trains), the next asking waits
+        // two periods: half the cost; once a position holds, one.
+        bool held = false;
         for (const FlightAsk::Asked& k : ask->asked) {
             if (k.done) unlink((t.dir + "/fr_rank_" + k.rank).c_str());
             if (!k.summary) continue;
@@ -780,6 +791,7 @@ struct Prober {
                 s = Still{key, now, ticks, -1};
                 continue;
             }
+            held = true;
             if (now - s.since < window || (s.sent >= 0 && now - s.sent < window)) continue;
             s.sent = now;
             RankPosition p;
@@ -795,6 +807,7 @@ struct Prober {
             p.flight = *k.summary;
             out.push_back(std::move(p));
         }
+        next = ask->at + (held ? 1 : 2) * probe_period(window);
         ask.reset();
         return out;
     }
@@ -985,9 +998,8 @@ int run_watch(const CommandLine& c) {
                 });
                 const std::string pdir = at == ports.end() ? "" : port_dir(sysfs, *at);
                 r.evidence.push_back(t.host + "'s " + pdir + "/state: " + p->port.state);
-                const auto downed = read_bounded_text(pdir + "/counters/link_downed", 64);
-                if (downed && !downed->empty())
-                    r.evidence.push_back("link_downed " + downed->substr(0, downed->find_first_of("\n")));
+                const std::string downed = sysfs_line(pdir + "/counters/link_downed");
+                if (!downed.empty()) r.evidence.push_back("link_downed " + downed);
                 r.host_evidence = true;
                 speaker.named(r);
             }
