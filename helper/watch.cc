@@ -190,17 +190,6 @@ void arm(const std::string& dir) {
     setenv("MN_NCCL_WATCH_DIR", dir.c_str(), 1);
 }
 
-// The Flight Recorder's files in DIR so far.
-std::vector<std::string> dumps_in(const std::string& dir) {
-    std::vector<std::string> out;
-    if (DIR* d = opendir(dir.c_str())) {
-        while (dirent* e = readdir(d))
-            if (std::strncmp(e->d_name, "fr_rank_", 8) == 0 && out.size() < 64) out.push_back(dir + "/" + e->d_name);
-        closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-}
 
 // The inodes of the sockets the task's processes hold (/proc/PID/fd/N ->
 // "socket:[INODE]").
@@ -339,7 +328,31 @@ struct Task {
     // off) tells it instead, so the others' findings are still one block.
     bool standby = false;
     std::string standby_addr;  // "" where there is none (one node)
+    // The dumps the watch itself asked for (path -> its mtime, ns): a dump
+    // torch wrote on its own (its watchdog's time-out) is any other.
+    mutable std::map<std::string, int64_t> asked_dumps;
 };
+
+int64_t mtime_ns(const struct stat& st) { return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
+
+// The Flight Recorder's files in the report directory that torch wrote on
+// its own (not at the watch's asking).
+std::vector<std::string> dumps_in(const Task& t) {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(t.dir.c_str())) {
+        while (dirent* e = readdir(d)) {
+            if (std::strncmp(e->d_name, "fr_rank_", 8) != 0 || out.size() >= 64) continue;
+            const std::string path = t.dir + "/" + e->d_name;
+            struct stat st{};
+            const auto asked = t.asked_dumps.find(path);
+            if (asked != t.asked_dumps.end() && stat(path.c_str(), &st) == 0 && mtime_ns(st) == asked->second) continue;
+            out.push_back(path);
+        }
+        closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
 
 // Where this watch's own ranks had got to, from their Flight Recorders:
 // each pipe of the report directory (fr_pipe_RANK.pipe, torch's, one per
@@ -398,19 +411,22 @@ bool poll_flight(const Task& t, FlightAsk& a) {
         const bool fresh = stat(path.c_str(), &st) == 0 &&
                            (st.st_mtim.tv_sec > a.before.tv_sec ||
                             (st.st_mtim.tv_sec == a.before.tv_sec && st.st_mtim.tv_nsec >= a.before.tv_nsec));
-        // Whole once its size held still for a look (torch writes it in one go).
-        if (!fresh || st.st_size == 0 || st.st_size != k.size) {
-            k.size = fresh ? st.st_size : -1;
+        if (!fresh || st.st_size == 0) {
+            all = false;
+            continue;
+        }
+        // Whole once it reads to the pickle's end (torch writes it in one
+        // go); one cut short is read again at the next poll, and what is
+        // wrong with it said only once its size held still between two.
+        const auto bytes = read_bounded_text(path, 64 << 20);
+        auto f = bytes ? read_flight_record(*bytes) : Outcome<FlightSummary>(Problem{"its dump " + path + " could not be read", ""});
+        if (!f && st.st_size != k.size) {
+            k.size = st.st_size;
             all = false;
             continue;
         }
         k.done = true;
-        const auto bytes = read_bounded_text(path, 64 << 20);
-        if (!bytes) {
-            k.problem = "its dump " + path + " could not be read";
-            continue;
-        }
-        auto f = read_flight_record(*bytes);
+        t.asked_dumps[path] = mtime_ns(st);
         if (f) k.summary = std::move(f.value());
         else k.problem = f.problem().text();
     }
@@ -583,7 +599,7 @@ struct Speaker {
         said = true;
     }
     void named(WatchReport r) {
-        r.dumps = dumps_in(t.dir);
+        r.dumps = dumps_in(t);
         if (r.kind != "link down") own_stalled = true;
         if (t.lead && door) {
             if (pending.empty()) first_finding();
@@ -669,13 +685,16 @@ struct Speaker {
         double came = 0;
     };
     std::map<std::string, Held> positions;
+    uint32_t world = 1;  // the step's ranks (check::read_self)
     double compare_at = 0;
     std::set<std::string> position_named;
     void position(RankPosition p, double settle) {
         const double now = monotonic();
         std::string rank = p.rank;
         positions[rank] = Held{std::move(p), now};
-        if (compare_at == 0) compare_at = now + settle;
+        // Every rank's in: compared at once; else once the rest had a probe.
+        if (positions.size() >= world) compare_at = now;
+        else if (compare_at == 0) compare_at = now + settle;
     }
     // Each comparison, a line in the report directory's positions.jsonl
     // (up to 10,000): what each rank's Flight Recorder said and who was
@@ -723,7 +742,7 @@ struct Speaker {
         record_positions(held, found);
         for (WatchReport& r : found) {
             if (!position_named.insert(r.rank + "/" + r.kind).second) continue;
-            r.dumps = dumps_in(t.dir);
+            r.dumps = dumps_in(t);
             if (pending.empty()) first_finding();
             pending.push_back(std::move(r));
         }
@@ -863,6 +882,7 @@ int run_watch(const CommandLine& c) {
             }
     }
     Speaker speaker{t};
+    speaker.world = world;
     if ((t.lead || t.standby) && t.port) {
         if (auto d = WatchDoor::open(t.port, t.secret, world)) speaker.door = std::move(d.value());
         else if (t.lead)
@@ -922,7 +942,7 @@ int run_watch(const CommandLine& c) {
             // process is gone while the others may wait for it.
             if (sig != 0 && named_pid == 0) {
                 WatchReport r = report_of(t, child, c.program[0]);
-                r.kind = death_kind(sig, !dumps_in(t.dir).empty());
+                r.kind = death_kind(sig, !dumps_in(t).empty());
                 r.detail = how;
                 if (r.kind != std::string("process dead"))
                     r.detail += ": its collective timed out waiting on another rank; the dump names the collective";
@@ -1004,9 +1024,11 @@ int run_watch(const CommandLine& c) {
                 speaker.named(r);
             }
         speaker.turn();
+        // A dump asked for is read within a fifth of a second of its writing.
+        const double wait = prober.ask ? 0.2 : kLook;
         timespec ts{};
-        ts.tv_sec = static_cast<time_t>(kLook);
-        ts.tv_nsec = static_cast<long>((kLook - static_cast<double>(ts.tv_sec)) * 1e9);
+        ts.tv_sec = static_cast<time_t>(wait);
+        ts.tv_nsec = static_cast<long>((wait - static_cast<double>(ts.tv_sec)) * 1e9);
         sigtimedwait(&chld, nullptr, &ts);
     }
 }
