@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x configure ] || ./autogen.sh >/dev/null
+# Line tables only (-g1): a failing test's backtrace keeps its file and
+# line; full debug info doubled the compile of the JSON-heavy files.
 if [ ! -f Makefile ] || ! grep -q 'define MN_TEST_HOOKS 1' build_config.h 2>/dev/null; then
-  ./configure --quiet --enable-test-hooks "$@"
+  ./configure --quiet --enable-test-hooks CXXFLAGS="${CXXFLAGS:--g1 -O2}" "$@"
 fi
 make -s -j"$(nproc)"

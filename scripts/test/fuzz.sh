@@ -33,7 +33,7 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ missing (Debian: clang li
 source scripts/test/build-copy.sh
 build=${MN_FUZZ_BUILD:-$top/build-fuzz}  # a long run beside CI runs gets its own
 echo "== fuzz: building the targets with clang (libFuzzer, ASan, UBSan) in build-fuzz/"
-build_copy "$build" CXX=clang++ --enable-fuzz || { echo "fuzz: configure failed"; exit 1; }
+build_copy "$build" CXX=clang++ --enable-fuzz CXXFLAGS="-g1 -O1" || { echo "fuzz: configure failed"; exit 1; }
 make -s -C "$build" -j2 fuzz >"$build/make.out" 2>&1 || { tail -30 "$build/make.out"; echo "fuzz: build failed"; exit 1; }
 
 if [ $long = 1 ]; then
