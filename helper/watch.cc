@@ -242,10 +242,13 @@ std::vector<LocalInterface> interfaces_here() {
     return out;
 }
 
+// The step's nodes, in Slurm's order (SLURM_NODEID indexes them).
+Outcome<Hostlist> step_nodes() { return Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST"))); }
+
 // The step's node whose name resolves to `addr`, or "" (the data may go
 // over another network than the one the names resolve to).
 std::string node_of(const std::string& addr) {
-    auto nodes = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")));
+    auto nodes = step_nodes();
     if (!nodes) return "";
     for (std::size_t i = 0; i < nodes->size() && i < 4096; ++i) {
         std::string err;
@@ -260,6 +263,7 @@ std::string node_of(const std::string& addr) {
 std::vector<std::pair<std::string, unsigned>> step_ports(const std::string& root) {
     std::vector<std::pair<std::string, unsigned>> out;
     if (env_or("NCCL_IB_DISABLE") == "1") return out;
+    const std::string hcas = env_or("NCCL_IB_HCA");
     const std::string ib = root + "/class/infiniband";
     DIR* d = opendir(ib.c_str());
     if (!d) return out;
@@ -270,7 +274,7 @@ std::vector<std::pair<std::string, unsigned>> step_ports(const std::string& root
         if (!p) continue;
         while (dirent* q = readdir(p)) {
             const auto n = whole_number(q->d_name);
-            if (n && *n > 0 && *n < 256 && out.size() < 64 && hca_selected(env_or("NCCL_IB_HCA"), hca, static_cast<unsigned>(*n)))
+            if (n && *n > 0 && *n < 256 && out.size() < 64 && hca_selected(hcas, hca, static_cast<unsigned>(*n)))
                 out.emplace_back(hca, static_cast<unsigned>(*n));
         }
         closedir(p);
@@ -873,7 +877,7 @@ int run_watch(const CommandLine& c) {
     }
     // The standby, where the step has a second node whose name resolves.
     if (t.port && !t.lead) {
-        const auto nodes = Hostlist::parse(env_or("SLURM_STEP_NODELIST", env_or("SLURM_JOB_NODELIST")));
+        const auto nodes = step_nodes();
         std::string err;
         if (nodes && nodes->size() > 1)
             if (const auto a = resolve_ipv4((*nodes)[1], err); !a.empty() && a.front().str() != t.rank0_addr) {
