@@ -56,6 +56,10 @@ if [ "${MN_TEST_UNIT:-1}" = 0 ]; then
   unit=0
   subset="no unit tests (MN_TEST_UNIT=0)${subset:+; $subset}"
 fi
+# A file's own subset (MN_IT_ONLY_test_watch="t_a t_b", tests/integration/lib.sh).
+for v in $(compgen -v MN_IT_ONLY_); do
+  subset+="${subset:+; }${v#MN_IT_ONLY_} only ${!v}"
+done
 [ -z "$subset" ] || echo "test.sh: a subset: $subset"
 
 # Each part's wall time, printed at the end: CI has a time limit.
@@ -205,7 +209,6 @@ else
 fi
 bash scripts/cluster/local-cluster.sh stop >/dev/null 2>&1
 trap - EXIT
-exec 9>&-
 # The release: its package's version, else (built from source) its slurm_version.h's.
 slurm_release() {
   dpkg-query -W -f='${Version}' slurmd 2>/dev/null && return
@@ -221,14 +224,17 @@ echo "integration: $(($(date +%s) - start)) s on Slurm $(slurm_release)"
 # slowest links are the full campaign's: here the sanitizer build runs
 # beside; a stop timed from launch may land before a loaded rank's
 # rendezvous, and test_preflight's stops, timed from each rank's start,
-# cover those). MN_TEST_CAMPAIGN=0 skips it.
+# cover those). MN_TEST_CAMPAIGN=0 skips it. It runs while this run still
+# holds the cluster: after it, the other releases' roots hold it while the
+# packages build here.
 if [ $here_only = 0 ] && [ "${MN_TEST_CAMPAIGN:-1}" != 0 ]; then
   part "campaign sample (scripts/bench/bench-accuracy.sh 1 1)"
-  MN_BENCH_CASES="quiet churn dataflood held-port slow-20m killed skew" \
+  MN_CLUSTER_LOCK_HELD=1 MN_BENCH_CASES="quiet churn dataflood held-port slow-20m killed skew" \
     MN_BENCH_KEEP=/tmp/mn-accuracy-misses bash scripts/bench/bench-accuracy.sh 1 1 2>&1 | tee /tmp/mn-accuracy.log
   tally campaign /tmp/mn-accuracy.log
 fi
 
+exec 9>&-
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   part "packages (scripts/test/test-package.sh: .deb through a real job, RPM)"
@@ -295,10 +301,15 @@ part ""
 echo
 # What failed, again at the end: a CI log may keep only its head and tail.
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
+  logs=(/tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log)
+  marks='^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:'
+  echo "== what failed, with what each printed"
+  grep -h -A8 "$marks" "${logs[@]}" 2>/dev/null | cut -c1-400 | head -60
+  echo
+  # Then a line each, last: a log's tail keeps every failure's name.
   echo "== what failed"
   printf '%s' "$failures"
-  grep -h -A8 '^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:' /tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log \
-    /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log 2>/dev/null | head -60
+  grep -h "$marks" "${logs[@]}" 2>/dev/null | cut -c1-300 | head -20
   echo
 fi
 # The time table last but one: a CI log's tail keeps it whole.

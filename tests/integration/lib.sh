@@ -124,10 +124,12 @@ slurm_release_facts() {
   if [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; then inline=1; else inline=0; fi
 }
 
-# Runs the file's t_* checks (or those MN_IT_ONLY names), then the summary.
+# Runs the file's t_* checks (or those MN_IT_ONLY names, or for this file
+# alone MN_IT_ONLY_<file>, e.g. MN_IT_ONLY_test_watch), then the summary.
 run_checks() {
-  local t
-  for t in ${MN_IT_ONLY:-$(declare -F | awk '{print $3}' | grep '^t_')}; do
+  local t only
+  only=MN_IT_ONLY_$(basename "$0" .sh)
+  for t in ${MN_IT_ONLY:-${!only:-$(declare -F | awk '{print $3}' | grep '^t_')}}; do
     "$t"
   done
   summary
