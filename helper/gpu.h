@@ -68,6 +68,18 @@ std::vector<GpuReadings> health(const std::vector<int>& devices);
 // so that health() after prepare()'s copy only reads. prepare() calls it.
 void start_health();
 
+// NVML's critical Xid events on every GPU this process sees (those of
+// the job, under Slurm's device cgroup), watched from start_gpu_events()
+// on: NVML loads on a thread. gpu_events() takes those that came since,
+// without waiting; `why` says why none will come (no NVML, an old driver,
+// no GPU), empty while they may. lib/check/gpu_events judges each Xid.
+struct GpuXid {
+    std::string busid;
+    uint64_t xid = 0;
+};
+void start_gpu_events();
+std::vector<GpuXid> gpu_events(std::string* why = nullptr);
+
 struct DeviceInfo {
     int index = 0;
     std::string name, busid;

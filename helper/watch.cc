@@ -2,6 +2,7 @@
 #include "helper/watch.h"
 
 #include "helper/check/self.h"
+#include "helper/gpu.h"
 #include "helper/slurm_command.h"
 #include "helper/watch_plane.h"
 
@@ -31,6 +32,7 @@
 #include "lib/check/flight_record.h"
 #include "lib/check/history.h"
 #include "lib/check/link_watch.h"
+#include "lib/check/gpu_events.h"
 #include "lib/check/rank_positions.h"
 #include "lib/check/stall.h"
 #include "lib/check/watch_verdict.h"
@@ -538,7 +540,7 @@ void settle(const Task& t, WatchReport& r) {
         h.time = static_cast<int64_t>(::time(nullptr));
         h.node = r.host;
         h.verdict = r.kind + " (mn-nccl watch)";
-        h.kind = kind_word(VerdictKind::Fabric);
+        h.kind = kind_word(r.kind == "link down" ? VerdictKind::Fabric : VerdictKind::Fault);
         h.findings = {r.detail};
         const auto w = append_history(t.history_dir, h);
         r.history = w ? "line in " + *w : w.problem().text();
@@ -927,6 +929,11 @@ int run_watch(const CommandLine& c) {
         say("mn-preflight: watch: " + t.host + ": cannot run " + c.program[0] + ": " + std::strerror(rc) + "\n");
         return 127;
     }
+    // The node's first task's watch hears its GPUs' critical Xids (NVML,
+    // loaded on a thread): the host evidence for a GPU stuck on this node.
+    const bool hears_gpus = t.local_rank == "0";
+    if (hears_gpus) gpu::start_gpu_events();
+    std::vector<std::string> node_xids;  // the hardware's, as lines of evidence (16 at most)
     StallWatch watch(c.settings.watch_window);
     LinkWatch links(c.settings.watch_window);
     Prober prober{t, c.settings.watch_window, std::nullopt, 0, {}};
@@ -950,6 +957,13 @@ int run_watch(const CommandLine& c) {
                 r.detail = how;
                 if (r.kind != std::string("process dead"))
                     r.detail += ": its collective timed out waiting on another rank; the dump names the collective";
+                // Dead where this node's GPU said it is at fault: two
+                // signals, the node is blamed.
+                for (const std::string& x : node_xids) r.evidence.push_back("NVML: " + x);
+                if (r.kind == std::string("process dead") && !node_xids.empty()) {
+                    r.detail += "; and " + t.host + "'s GPUs reported a hardware fault (NVML)";
+                    r.host_evidence = true;
+                }
                 speaker.named(r);
             } else if (WIFEXITED(st) && WEXITSTATUS(st) != 0 && named_pid == 0 && (t.abort || speaker.door)) {
                 // The program's own end (an exception, often another
@@ -971,6 +985,12 @@ int run_watch(const CommandLine& c) {
             return sig ? 128 + sig : WIFEXITED(st) ? WEXITSTATUS(st) : 1;
         }
         if (done < 0 && errno != EINTR) return 1;
+        if (hears_gpus)
+            for (const gpu::GpuXid& x : gpu::gpu_events())
+                if (xid_meaning(x.xid).hardware && node_xids.size() < 16) {
+                    node_xids.push_back(xid_words(x.busid, x.xid, static_cast<int64_t>(::time(nullptr))));
+                    say("mn-nccl watch: " + t.host + ": NVML: " + node_xids.back() + "\n");
+                }
         const auto tree = task_tree(child);
         if (auto s = watch.look(monotonic(), tree); s && s->proc.pid != named_pid) {
             named_pid = s->proc.pid;
@@ -1000,6 +1020,7 @@ int run_watch(const CommandLine& c) {
         // (Not while the block's own asking waits: one dump at a time.)
         if (!speaker.own_stalled && !speaker.said && !speaker.flight)
             for (RankPosition& p : prober.look(monotonic(), tree, child)) {
+                p.gpu_events = node_xids;
                 if (t.lead) speaker.position(std::move(p), probe_period(c.settings.watch_window));
                 else if (t.port) tell_rank0(t.rank0_addr, t.port, speaker.rank_number(), p, t.secret, kTellWait);
             }

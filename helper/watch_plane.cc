@@ -44,13 +44,14 @@ WatchReport report_of(const msg::Finding& f) {
 }
 
 msg::Position position_msg(const RankPosition& p) {
-    msg::Position m{p.host, p.rank, p.local_rank, p.comm, p.gpu, static_cast<uint32_t>(p.pid), p.still, p.cpu, {}};
+    msg::Position m{p.host, p.rank, p.local_rank, p.comm, p.gpu, static_cast<uint32_t>(p.pid), p.still, p.cpu, {}, std::nullopt};
     for (const FlightGroup& g : p.flight.groups)
     {
         m.groups.push_back({g.id, g.desc, g.enqueued, g.started, g.completed, g.waiting_seq, g.waiting_op,
                             g.waiting_state, g.waiting_input, {}});
         for (const FlightCall& c : g.recent) m.groups.back().recent.push_back({c.seq, c.op, c.input, c.state});
     }
+    if (!p.gpu_events.empty()) m.gpu_events = p.gpu_events;
     return m;
 }
 
@@ -64,6 +65,7 @@ RankPosition position_of(const msg::Position& m) {
     p.pid = static_cast<int>(m.pid);
     p.still = m.still;
     p.cpu = m.cpu;
+    if (m.gpu_events) p.gpu_events = *m.gpu_events;
     for (const msg::GroupPosition& g : m.groups) {
         FlightGroup f;
         f.id = g.id;

@@ -10,6 +10,8 @@
 
 #include <cstdio>
 
+#include <atomic>
+#include <cstring>
 #include <thread>
 
 #include "helper/gpu/libraries.h"
@@ -259,7 +261,94 @@ GpuReadings read_gpu(const Nvml& n, int dev) {
     return g;
 }
 
+// The Xid watch's NVML calls, declared here with the ABI of nvml.h's
+// nvmlEventData_t and nvmlPciInfo_t (v3), nvml.h or not.
+struct EventData {
+    nvmlDevice_t device;
+    unsigned long long type, data;
+    unsigned int gpu_instance, compute_instance;
+};
+struct PciInfo {
+    char bus_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
+using EventSet = struct EventSetOpaque*;
+constexpr unsigned long long kXidCritical = 0x8ULL;  // nvmlEventTypeXidCriticalError
+
+struct XidSet {
+    EventSet set = nullptr;
+    nvmlReturn_t (*wait)(EventSet, EventData*, unsigned int) = nullptr;
+    nvmlReturn_t (*pci)(nvmlDevice_t, PciInfo*) = nullptr;
+    std::string why;  // why no events come, where none will
+};
+std::atomic<XidSet*> xid_set{nullptr};
+
+// NVML loaded (nvml()), an event set with every GPU this process sees
+// registered for critical Xids; why not where it cannot be.
+XidSet* open_xid_set() {
+    auto* x = new XidSet;
+    const Nvml& n = nvml();
+    if (!n.loaded) {
+        x->why = n.why;
+        return x;
+    }
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    nvmlReturn_t (*count)(unsigned int*) = nullptr;
+    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t*) = nullptr;
+    nvmlReturn_t (*create)(EventSet*) = nullptr;
+    nvmlReturn_t (*enroll)(nvmlDevice_t, unsigned long long, EventSet) = nullptr;
+    if (!lib || !sym(lib, "nvmlDeviceGetCount_v2", count) || !sym(lib, "nvmlDeviceGetHandleByIndex_v2", by_index) ||
+        !sym(lib, "nvmlEventSetCreate", create) || !sym(lib, "nvmlDeviceRegisterEvents", enroll) ||
+        !sym(lib, "nvmlEventSetWait_v2", x->wait) || !sym(lib, "nvmlDeviceGetPciInfo_v3", x->pci)) {
+        x->why = "libnvidia-ml.so.1 lacks the event calls (driver too old)";
+        return x;
+    }
+    unsigned int gpus = 0;
+    if (nvmlReturn_t r = count(&gpus); r != NVML_SUCCESS) {
+        x->why = "nvmlDeviceGetCount: " + nvml_error(n, r);
+        return x;
+    }
+    if (nvmlReturn_t r = create(&x->set); r != NVML_SUCCESS) {
+        x->why = "nvmlEventSetCreate: " + nvml_error(n, r);
+        x->set = nullptr;
+        return x;
+    }
+    unsigned int enrolled = 0;
+    for (unsigned int i = 0; i < gpus; ++i) {
+        nvmlDevice_t h = nullptr;
+        // A GPU outside the job's cgroup, or one that has no such events,
+        // is not watched; the others are.
+        if (by_index(i, &h) == NVML_SUCCESS && enroll(h, kXidCritical, x->set) == NVML_SUCCESS) ++enrolled;
+    }
+    if (enrolled == 0) x->why = "no GPU here takes Xid events (" + std::to_string(gpus) + " seen)";
+    return x;
+}
+
 }  // namespace
+
+void start_gpu_events() {
+    std::thread([] { xid_set.store(open_xid_set()); }).detach();
+}
+
+std::vector<GpuXid> gpu_events(std::string* why) {
+    std::vector<GpuXid> out;
+    XidSet* x = xid_set.load();
+    if (!x) return out;  // NVML still starting
+    if (why) *why = x->why;
+    if (!x->set) return out;
+    // Without waiting: each look takes what came since the last.
+    for (int i = 0; i < 64; ++i) {
+        EventData e{};
+        if (x->wait(x->set, &e, 0) != NVML_SUCCESS) break;  // NVML_ERROR_TIMEOUT: none left
+        if (!(e.type & kXidCritical)) continue;
+        PciInfo p{};
+        std::string bus = "?";
+        if (x->pci(e.device, &p) == NVML_SUCCESS) bus = std::string(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
+        out.push_back({bus, e.data});
+    }
+    return out;
+}
 
 void start_health() {
     // nvml()'s static: a later call waits for this one's init to end.

@@ -159,6 +159,21 @@ std::vector<WatchReport> compare_positions(const std::vector<RankPosition>& rank
                          num(a.p->cpu * 100, 0) + " % of a core)");
         }
     }
+    // A GPU stuck where its node's GPUs said they are at fault: two
+    // signals, so the node is blamed. Any rank's watch on that node may
+    // carry them (the node's first task watches its GPUs).
+    for (WatchReport& r : out) {
+        if (r.kind != "GPU stuck") continue;
+        std::vector<std::string> events;
+        for (const RankPosition& p : ranks)
+            if (p.host == r.host)
+                for (const std::string& e : p.gpu_events)
+                    if (std::find(events.begin(), events.end(), e) == events.end()) events.push_back(e);
+        if (events.empty()) continue;
+        r.host_evidence = true;
+        r.detail += "; and " + r.host + "'s GPUs reported a hardware fault (NVML)";
+        for (const std::string& e : events) r.evidence.push_back("NVML: " + e);
+    }
     return out;
 }
 

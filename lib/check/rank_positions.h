@@ -29,6 +29,10 @@ struct RankPosition {
     double still = 0;     // seconds its position has not moved
     double cpu = 0;       // its task's CPU over those seconds, in cores (0.02: 2 % of one core)
     FlightSummary flight;
+    // The hardware Xid events of its node's GPUs since the step began, as
+    // its node's watch saw them (lib/check/gpu_events.h's xid_words): the
+    // host evidence that blames a node for a GPU stuck on it.
+    std::vector<std::string> gpu_events;
 };
 
 struct PositionRules {
@@ -48,7 +52,9 @@ struct PositionRules {
 // do not say who holds whom. Kinds: "application desync" (never called the
 // collective the others wait in, idle; or called another one at the same
 // place), "busy outside collectives" (busy_after passed), "GPU stuck" (its
-// collective scheduled, the others' started). None carries host evidence.
+// collective scheduled, the others' started). Only a GPU stuck on a node
+// whose GPUs reported a hardware Xid carries host evidence (its node is
+// excluded); the others blame no node.
 std::vector<WatchReport> compare_positions(const std::vector<RankPosition>& ranks, const PositionRules& rules = {});
 
 }  // namespace mn

@@ -14,7 +14,9 @@ With FAULT=skip|other|kernel FAULT_AT=K FAULT_RANK=R (1), rank R at step K:
           that took another path and waits on something else
   other   calls a 4-byte all-reduce in its place, then waits for ever
   kernel  starts a GPU kernel that never ends (torch.cuda._sleep), then
-          goes on: its all-reduce K queues behind the kernel
+          goes on: its all-reduce K queues behind the kernel (on the CPU
+          with RECORDER=1: all-reduce K is recorded scheduled and never
+          starts, as it would be behind such a kernel)
 and prints FAULT rank=R step=K at=EPOCH_SECONDS. RECORDER=1 keeps a
 Flight Recorder of its own for a torch without one (Debian's 1.13, gloo):
 each all-reduce an entry as torch 2.x records it (scheduled, started while
@@ -71,16 +73,26 @@ class Recorder:
         with open(self.dump_to, "wb") as f:
             pickle.dump(d, f, protocol=2)
 
+    # FAULT=kernel on the CPU: the next all-reduce is enqueued and never
+    # starts, as on a GPU whose stream holds it behind a kernel that does
+    # not end (torch records it "scheduled").
+    stuck = False
+
     def all_reduce(self, t):
         with self.lock:
             self.seq += 1
             e = {"record_id": self.seq - 1, "pg_id": 0, "process_group": ("0", "default_pg"),
                  "collective_seq_id": self.seq, "profiling_name": "gloo:all_reduce",
-                 "input_sizes": [list(t.shape)], "input_dtypes": ["Float"], "state": "started"}
+                 "input_sizes": [list(t.shape)], "input_dtypes": ["Float"],
+                 "state": "scheduled" if self.stuck else "started"}
             self.entries.append(e)
             if len(self.entries) > 4000:
                 del self.entries[:2000]
-            self.status["last_enqueued_collective"] = self.status["last_started_collective"] = self.seq
+            self.status["last_enqueued_collective"] = self.seq
+            if not self.stuck:
+                self.status["last_started_collective"] = self.seq
+        if self.stuck:
+            time.sleep(10**6)
         dist.all_reduce(t)
         with self.lock:
             e["state"] = "completed"
@@ -116,8 +128,10 @@ def main():
         with open(f"{pids}/pid.{rank}", "w") as f:
             f.write(str(os.getpid()))
     all_reduce = dist.all_reduce
+    recorder = None
     if os.environ.get("RECORDER") == "1":
-        all_reduce = Recorder(rank, dist.get_world_size()).all_reduce
+        recorder = Recorder(rank, dist.get_world_size())
+        all_reduce = recorder.all_reduce
     t = torch.ones(256 * 1024, device=device)
     all_reduce(t)
     if device == "cuda":
@@ -143,8 +157,10 @@ def main():
             elif fault == "other":
                 all_reduce(torch.ones(1, device=device))
                 time.sleep(10**6)
-            elif fault == "kernel":
+            elif fault == "kernel" and device == "cuda":
                 torch.cuda._sleep(1 << 62)
+            elif fault == "kernel" and recorder:
+                recorder.stuck = True
         all_reduce(t)
         t.fill_(1.0)
         if pause_each > 0:

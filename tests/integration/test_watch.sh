@@ -154,6 +154,34 @@ t_desync_skip() {
   pass "$name (srun ended $secs s after the fault)"
 }
 
+# A GPU stuck on rank 1 (FAULT=kernel with the loop's recorder: its
+# all-reduce 30 enqueued, never started), node1's GPU speaking through a
+# stub NVML (tests/fixtures/fake_nvml.c: the Xids of FAKE_NVML_XIDS).
+t_gpu_stuck() {
+  local name="rank 1's all-reduce #32 scheduled and never started while ranks 0 and 2 started theirs (RECORDER=1, FAULT=kernel; compared with those in a probe after the first came: one or both), abort,window=5,exclude-file=F, NVML through a stub: with Xid 79 on node1 (its GPU off the bus) rank 1 is named GPU stuck with the Xid as evidence and node1 goes into F; with Xid 13 (the program's) it is named GPU stuck and no node is excluded; nobody else named, the step ended"
+  local ex=$OUT/exclude xids=$OUT/xids why=""
+  for xid in 79 13; do
+    echo node7 >"$ex"
+    echo "node1 $xid" >"$xids"
+    mapfile -t args < <(watched "abort,window=5,exclude-file=$ex" "$PY" "$LOOP")
+    run env RECORDER=1 STEPS=100000 SLEEP=0.05 FAULT=kernel FAULT_AT=30 FAKE_NVML_XIDS="$xids" \
+      LD_LIBRARY_PATH="$TOP/tests/fixtures/nvml-xid${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" srun -N3 -n3 --mn-nccl "${args[@]}"
+    local ok=1
+    has "mn-nccl watch: GPU stuck: node1 rank 1 \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): its gloo:all_reduce \(Float \[262144\]\) #32 of default_pg was scheduled on its GPU and has not started for [0-9]+ s, while ranks? (0|2|0, 2) started theirs" &&
+      [ "$(count 'mn-nccl watch: [a-zA-Z][a-zA-Z ]+: node[0-9]')" = 1 ] && has 'ending step [0-9]+\.[0-9]+ \(scancel\)' || ok=0
+    if [ $xid = 79 ]; then
+      has "mn-nccl watch: node1: NVML: Xid 79 on GPU 0000:3b:00.0 at .*: the GPU has fallen off the bus" &&
+        has "mn-nccl watch:   evidence: .*NVML: Xid 79 on GPU 0000:3b:00.0" && has "and node1's GPUs reported a hardware fault \(NVML\)" &&
+        [ "$(cat "$ex")" = "node[1,7]" ] || ok=0
+    else
+      ! has 'NVML: Xid' && [ "$(cat "$ex")" = node7 ] || ok=0
+    fi
+    [ $ok = 1 ] || { why+=" [Xid $xid: rc=$RC, exclude file: $(paste -sd, "$ex")]"; break; }
+  done
+  [ -z "$why" ] || { fail "$name" "$why"; return; }
+  pass "$name"
+}
+
 # link_fault WHAT DOWN_S: 3 ranks in the loop; node1's eth0 taken down in
 # its namespace once every rank is in it, up again DOWN_S seconds later or
 # 2 s after the first "link down" block (DOWN_S=0). Sets RC, MS (from the

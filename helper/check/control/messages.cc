@@ -199,6 +199,11 @@ void bounds(const Position& m) {
     for (const GroupPosition& g : m.groups)
         if (g.recent.size() > 16) throw Wrong{"groups.recent", "holds " + std::to_string(g.recent.size()) + ", more than 16"};
     if (m.still < 0 || m.cpu < 0) throw Wrong{m.still < 0 ? "still" : "cpu", "is below 0"};
+    if (m.gpu_events) {
+        if (m.gpu_events->size() > 16) throw Wrong{"gpu_events", "holds " + std::to_string(m.gpu_events->size()) + ", more than 16"};
+        for (const std::string& e : *m.gpu_events)
+            if (e.size() > 512) throw Wrong{"gpu_events", "holds a line of " + std::to_string(e.size()) + " bytes, more than 512"};
+    }
 }
 void bounds(const Relayed& m) {
     if (m.door_strangers && m.door_strangers->size() > kStrangersText)
@@ -407,7 +412,7 @@ MESSAGE(Finding, kind, host, rank, local_rank, pid, comm, seen_from, detail, evi
 FIELDS(CallPosition, seq, op, input, state)
 FIELDS(GroupPosition, id, desc, enqueued, started, completed, waiting_seq, waiting_op, waiting_state, waiting_input,
        recent)
-MESSAGE(Position, host, rank, local_rank, comm, gpu, pid, still, cpu, groups)
+MESSAGE(Position, host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

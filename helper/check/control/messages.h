@@ -426,7 +426,10 @@ struct Position {
     uint32_t pid = 0;
     double still = 0, cpu = 0;
     std::vector<GroupPosition> groups;
-    auto tie() const { return std::tie(host, rank, local_rank, comm, gpu, pid, still, cpu, groups); }
+    // Its node's hardware Xid lines (lib/check/gpu_events.h), where its
+    // watch saw any (added within protocol 6).
+    std::optional<std::vector<std::string>> gpu_events;
+    auto tie() const { return std::tie(host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events); }
 };
 
 // What comes on the control connection after the hello.

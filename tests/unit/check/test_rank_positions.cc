@@ -5,6 +5,7 @@
 // rank 0 waits in all-reduce #1290 with 510 more enqueued behind it); the
 // others are built beside it.
 #include "lib/check/rank_positions.h"
+#include "lib/check/gpu_events.h"
 #include "tests/unit/unit.h"
 
 #include <cstdlib>
@@ -136,12 +137,53 @@ static void another_call_and_a_stuck_gpu(void**) {
     assert_true(compare_positions({rank("0", "n0", group(9, 7, 8)), rank("1", "n1", group(9, 7, 8))}).empty());
 }
 
+// A GPU stuck is blamed on its node only where that node's GPUs said they
+// are at fault (a hardware Xid, lib/check/gpu_events): two signals. The
+// node's first task's watch carries them; another node's Xid, or the
+// program's own Xid (never passed on as hardware), blames nobody.
+static void a_stuck_gpu_with_a_hardware_xid(void**) {
+    assert_true(xid_meaning(79).hardware);
+    assert_true(xid_meaning(95).hardware);
+    assert_false(xid_meaning(13).hardware);
+    assert_false(xid_meaning(31).hardware);
+    assert_false(xid_meaning(999999).hardware);
+    const std::string xid = xid_words("0000:3b:00.0", 79, 1796574000);
+    assert_str(xid, "Xid 79 on GPU 0000:3b:00.0 at 2026-12-06T16:20:00Z: the GPU has fallen off the bus (the GPU's own "
+                    "fault: reset the GPU or drain the node)");
+
+    RankPosition first = rank("2", "n1", group(9, 7, 8, "started"));
+    first.gpu_events = {xid};
+    auto v = compare_positions({rank("0", "n0", group(9, 7, 8, "started")), rank("1", "n1", group(9, 7, 8, "scheduled")),
+                                first});
+    assert_int_equal(v.size(), 1);
+    assert_str(v[0].kind, "GPU stuck");
+    assert_str(v[0].rank, "1");
+    assert_true(v[0].host_evidence);
+    assert_contains(v[0].detail, "and n1's GPUs reported a hardware fault (NVML)");
+    assert_str(v[0].evidence.back(), "NVML: " + xid);
+
+    // The Xid came from n2: n1 is not blamed for it.
+    first.host = "n2";
+    v = compare_positions({rank("0", "n0", group(9, 7, 8, "started")), rank("1", "n1", group(9, 7, 8, "scheduled")),
+                           first});
+    assert_int_equal(v.size(), 1);
+    assert_false(v[0].host_evidence);
+    // An application desync on a node with an Xid stays the program's.
+    RankPosition idle = rank("1", "n1", group(7, 7, -1), 0.0);
+    idle.gpu_events = {xid};
+    v = compare_positions({rank("0", "n0", group(9, 7, 8, "started")), idle});
+    assert_int_equal(v.size(), 1);
+    assert_str(v[0].kind, "application desync");
+    assert_false(v[0].host_evidence);
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_rank_that_never_calls),
         cmocka_unit_test(a_busy_rank_is_named_only_late),
         cmocka_unit_test(a_shared_pause_names_nobody),
         cmocka_unit_test(another_call_and_a_stuck_gpu),
+        cmocka_unit_test(a_stuck_gpu_with_a_hardware_xid),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
