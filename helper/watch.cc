@@ -7,10 +7,14 @@
 #include "helper/watch_plane.h"
 
 #include <dirent.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +36,7 @@
 #include "lib/check/flight_record.h"
 #include "lib/check/history.h"
 #include "lib/check/link_watch.h"
+#include "lib/check/nccl_ras.h"
 #include "lib/check/gpu_events.h"
 #include "lib/check/rank_positions.h"
 #include "lib/check/stall.h"
@@ -178,8 +183,13 @@ Outcome<std::string> report_dir(const CheckSettings& s, const std::string& job, 
 // did not set it: PyTorch's Flight Recorder (both its names across
 // releases), its dump on a watchdog time-out, and the pipe that asks for a
 // dump on demand, all into DIR.
-void arm(const std::string& dir) {
+void arm(const std::string& dir, const std::string& job, const std::string& step) {
     auto keep = [](const char* name, const std::string& value) { setenv(name, value.c_str(), 0); };
+    // NCCL's RAS at the step's own loopback address (lib/check/nccl_ras.h),
+    // so that the report asked for is this step's, not another job's.
+    if (!job.empty() && !step.empty())
+        keep("NCCL_RAS_ADDR", ras_address(static_cast<uint32_t>(std::strtoul(job.c_str(), nullptr, 10)),
+                                          static_cast<uint32_t>(std::strtoul(step.c_str(), nullptr, 10))));
     keep("TORCH_FR_BUFFER_SIZE", "2000");
     keep("TORCH_NCCL_TRACE_BUFFER_SIZE", "2000");
     keep("TORCH_NCCL_DUMP_ON_TIMEOUT", "1");
@@ -547,12 +557,82 @@ void settle(const Task& t, WatchReport& r) {
     }
 }
 
+// NCCL's RAS report at ADDR ("127.A.B.C:PORT" or "localhost:PORT", as
+// NCCL_RAS_ADDR says; other hosts are not asked), within `seconds`: the
+// whole reply, or "" and why. RAS is told to wait 2 s for missing peers.
+std::string ask_ras(const std::string& addr, double seconds, std::string& why) {
+    const auto colon = addr.rfind(':');
+    std::string host = colon == std::string::npos ? "" : addr.substr(0, colon);
+    const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, nullptr, 10);
+    if (host == "localhost") host = "127.0.0.1";
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    if (port == 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1 ||
+        (ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
+        why = "not a loopback address";
+        return "";
+    }
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        why = std::strerror(errno);
+        return "";
+    }
+    const double end = monotonic() + seconds;
+    auto wait_for = [&](short events) {
+        pollfd p{fd, events, 0};
+        const int ms = static_cast<int>(std::max(0.0, end - monotonic()) * 1000);
+        return poll(&p, 1, ms) == 1 && (p.revents & (events | POLLHUP | POLLERR));
+    };
+    std::string reply;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 &&
+        (errno != EINPROGRESS || !wait_for(POLLOUT) || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err)) {
+        why = err ? std::strerror(err) : errno == EINPROGRESS ? "no answer" : std::strerror(errno);
+        close(fd);
+        return "";
+    }
+    const std::string ask = "CLIENT PROTOCOL 2\nTIMEOUT 2\nSTATUS\n";
+    if (send(fd, ask.data(), ask.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ask.size())) {
+        why = "the question was not taken";
+        close(fd);
+        return "";
+    }
+    char buf[16384];
+    while (reply.size() < (256u << 10) && wait_for(POLLIN)) {
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;  // RAS closes once its report is sent
+        reply.append(buf, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    if (reply.empty()) why = "no report within " + num(seconds, 0) + " s";
+    return reply;
+}
+
 // The block on stderr, a JSON report per subject, then (with --abort) the
 // step's end. `note`: a last line (why rank 0's watch did not say it).
 // `flight`: the Flight Recorder's dumps asked for when the first of them was named.
 void say_block(const Task& t, const std::vector<WatchReport>& reports, const std::string& note = "",
                FlightAsk* flight = nullptr) {
     std::vector<WatchReport> subjects = merge_reports(reports);
+    // NCCL's own view of the job, asked once and only when the step ends
+    // (a report asked while ranks are missing has crashed NCCL before
+    // 2.29.2): kept whole in the directory, its telling lines in the first
+    // subject's evidence.
+    if (t.abort && !subjects.empty()) {
+        const std::string addr = env_or("NCCL_RAS_ADDR", "localhost:28028");
+        std::string why;
+        const std::string reply = ask_ras(addr, 5, why);
+        const RasSummary ras = summarize_ras(reply);
+        if (!reply.empty() && (ras.troubled || !ras.version.empty())) {
+            replace_file(t.dir + "/nccl_ras.txt", reply, 0600);
+            std::string words = ras.version.empty() ? "" : ras.version;
+            for (const std::string& l : ras.lines) words += (words.empty() ? "" : "; ") + l;
+            if (!ras.troubled) words += "; every communicator RUNNING, no errors";
+            subjects.front().evidence.push_back("NCCL RAS at " + addr + " (whole in " + t.dir + "/nccl_ras.txt): " + words);
+        }
+    }
     for (std::size_t i = 0; i < subjects.size(); ++i) {
         WatchReport& r = subjects[i];
         r.job = t.job;
@@ -861,7 +941,7 @@ int run_watch(const CommandLine& c) {
         return 2;
     }
     t.dir = *dir;
-    arm(t.dir);
+    arm(t.dir, t.job, t.step);
     // The step's one block: rank 0's watch listens at the step's watch
     // port, the others tell it. The step as the check reads it (read_self:
     // the world, rank 0's address resolved, MASTER_PORT, the secret);

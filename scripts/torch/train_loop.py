@@ -24,8 +24,10 @@ gloo runs it, completed), and torch's dump pipe served as torch serves it
 (a FIFO at $TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe; each line read
 there writes the dump, a protocol-2 pickle of torch's format 2.10, to
 $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>). The GPU machines run torch's own.
-Prints
+RAS_STANDIN=FILE has rank 0 answer at $NCCL_RAS_ADDR with FILE, as
+NCCL's RAS would (a CPU run has none). Prints
   WATCHED rank=R fr_buffer=N watch_dir=D dir_mode=0700
+  RAS_ADDR rank=R addr=NCCL_RAS_ADDR
 at the start and DONE rank=R steps=N seconds=S (the loop's time) at the end.
 """
 import os
@@ -99,6 +101,36 @@ class Recorder:
             self.status["last_completed_collective"] = self.seq
 
 
+def serve_ras(path, asked_dir):
+    """RAS_STANDIN=FILE (a CPU run has no NCCL): rank 0 answers at
+    $NCCL_RAS_ADDR as NCCL's RAS thread does, with FILE's report, once per
+    connection (each noted in $MN_WATCH_PIDS/ras_asked)."""
+    import socket
+    host, port = os.environ["NCCL_RAS_ADDR"].rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, int(port)))
+    s.listen(4)
+
+    def loop():
+        while True:
+            c, _ = s.accept()
+            c.settimeout(5)
+            got = b""
+            while b"STATUS" not in got.upper():
+                b = c.recv(4096)
+                if not b:
+                    break
+                got += b
+            if asked_dir:
+                with open(os.path.join(asked_dir, "ras_asked"), "a") as f:
+                    f.write(got.decode(errors="replace").replace("\n", "|") + "\n")
+            with open(path, "rb") as f:
+                c.sendall(b"SERVER PROTOCOL 2\nOK\n" + f.read())
+            c.close()
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def main():
     backend = os.environ.get("BACKEND", "gloo")
     kw = {}
@@ -123,6 +155,9 @@ def main():
     mode = oct(os.stat(d).st_mode & 0o777) if d else "-"
     print(f"WATCHED rank={rank} fr_buffer={os.environ.get('TORCH_FR_BUFFER_SIZE', '-')} watch_dir={d} "
           f"dir_mode={mode}", flush=True)
+    print(f"RAS_ADDR rank={rank} addr={os.environ.get('NCCL_RAS_ADDR', '-')}", flush=True)
+    if rank == 0 and os.environ.get("RAS_STANDIN"):
+        serve_ras(os.environ["RAS_STANDIN"], os.environ.get("MN_WATCH_PIDS"))
     pids = os.environ.get("MN_WATCH_PIDS")
     if pids:
         with open(f"{pids}/pid.{rank}", "w") as f:

@@ -302,4 +302,8 @@ put("flight_record", "opcodes", b"\x80\x02}q\x00(" + pickled_text("pg_status") +
     pickled_text("scheduled") + b"q\x01" + pickled_text("collective_seq_id") + b"\x8a\x01\x05" + pickled_text("f") +
     b"G?\xf0\x00\x00\x00\x00\x00\x00" + pickled_text("t") + b")\x85\x88\x89\x87" + pickled_text("n") + b"N" +
     pickled_text("again") + b"h\x01" + b"ueu.")
+# NCCL's RAS reports (tests/fixtures/nccl_ras: a rank missing, a healthy job).
+for name in ("missing_rank", "healthy"):
+    with open(os.path.join(here, "..", "fixtures", "nccl_ras", name + ".txt"), "rb") as f:
+        put("nccl_ras", name, f.read())
 print("seeds written under", corpus)

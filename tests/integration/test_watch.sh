@@ -74,10 +74,16 @@ fault() {
 }
 
 t_stopped_rank() {
-  local name="a rank stopped (SIGSTOP) mid-run, abort,window=5: only that rank named (node1, rank 1, its pid, state T, wchan), the step ended within 15 s of the stop; its JSON report private to the user"
-  fault STOP 1 abort,window=5
-  local report
+  local name="a rank stopped (SIGSTOP) mid-run, abort,window=5: only that rank named (node1, rank 1, its pid, state T, wchan), the step ended within 15 s of the stop; its JSON report private to the user; NCCL's RAS asked once at the step's own loopback address (NCCL_RAS_ADDR armed alike on every rank; rank 0 answers with a report of a rank missing, RAS_STANDIN): its telling lines in the evidence, the whole in nccl_ras.txt (0600)"
+  rm -f "$OUT/ras_asked"
+  RAS_STANDIN=$TOP/tests/fixtures/nccl_ras/missing_rank.txt fault STOP 1 abort,window=5
+  local report addr
   report=$(sed -n 's/^.*mn-nccl watch:   report: //p' "$OUT/last" | head -1)
+  addr=$(sed -n 's/^RAS_ADDR rank=[0-9] addr=//p' "$OUT/last" | sort -u)
+  [[ "$addr" =~ ^127\.[1-9][0-9]*\.[0-9]+\.[1-9][0-9]*:28028$ ]] && [ "$(count '^RAS_ADDR rank=')" = 3 ] &&
+    [ "$(wc -l <"$OUT/ras_asked" 2>/dev/null)" = 1 ] && grep -q '^CLIENT PROTOCOL 2|TIMEOUT 2|STATUS|$' "$OUT/ras_asked" &&
+    has "mn-nccl watch:   evidence: .*NCCL RAS at ${addr//./\\.} \(whole in /.*/nccl_ras\.txt\): NCCL version 2\.28\.9 compiled with CUDA 12\.9; communicators 0 +1 +2 +0-1 +2 +2 +RUNNING +INCOMPLETE; Errors: INCOMPLETE; .*Errors: The missing rank: 1; Warnings: TIMEOUT" &&
+    [ "$(stat -c %a "$(dirname "$report")/nccl_ras.txt" 2>/dev/null)" = 600 ] || { fail "$name" "RAS: addr=$addr asked=$(paste -sd' ' "$OUT/ras_asked" 2>/dev/null)"; return; }
   [ "$MS" != none ] && [ "$MS" -lt 15000 ] &&
     has "mn-nccl watch: process stopped: node1 rank 1 \(LOCAL_RANK 0\), pid $VICTIM \(python3\): state T for [5-9] s" &&
     has 'mn-nccl watch:   evidence: wchan do_signal_stop' && [ "$(count 'mn-nccl watch: process')" = 1 ] &&
