@@ -14,11 +14,16 @@
 #             5 s; the loop's own Flight Recorder, RECORDER=1): named an
 #             application desync from the ranks' positions; the time from
 #             the fault to the step's end
+#   kernel    a rank's all-reduce 30 scheduled and never started (RECORDER=1:
+#             the CPU's stand-in for a GPU kernel that never ends) on a node
+#             whose GPU reports Xid 79 through the stub NVML
+#             (tests/fixtures/fake_nvml.c): named GPU stuck, and that node
+#             alone in the exclude file; the time from the fault to the end
 #   pause     a 12 s pause on every rank (a checkpoint save): anybody named
 #             is a false blame
 #   pause0    a 12 s pause on rank 0 alone, busy writing, the others
 #             waiting in the all-reduce: the same
-# The skip and pause cases run with RECORDER=1: the ranks' positions go to
+# The skip, kernel and pause cases run with RECORDER=1: the ranks' positions go to
 # rank 0's watch and are compared.
 # The rank hit goes round the ranks. "One block": the runs named right in
 # exactly one block (rank 0's watch says the step's; for a link, one from
@@ -29,13 +34,15 @@
 # (default /tmp/mn-bench-watch-misses).
 #
 #   scripts/bench/bench-watch.sh [R]     default 20; holds /tmp/mn-cluster.lock
-#   MN_BENCH_CASES="stop link" picks the cases (default all six)
+#   MN_BENCH_CASES="stop link" picks the cases (default all seven)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 top=$(pwd)
 runs=${1:-20}
 [ "$(id -u)" -eq 0 ] || { echo "bench-watch: run as root (namespaces)" >&2; exit 2; }
 [ -x helper/mn-preflight ] || { echo "bench-watch: build first (bash scripts/build.sh)" >&2; exit 2; }
+# The kernel case's stub NVML (a fixture of make check's).
+[ -f tests/fixtures/nvml-xid/libnvidia-ml.so.1 ] || make -s fixtures >/dev/null || exit 2
 exec 9>"${MN_CLUSTER_LOCK:-/tmp/mn-cluster.lock}"
 flock 9
 trap 'bash "$top/scripts/cluster/local-cluster.sh" stop >/dev/null 2>&1' EXIT
@@ -101,6 +108,20 @@ one() {  # CASE N
     at=$(sed -n 's/^FAULT rank=[0-9]* step=[0-9]* at=\([0-9]*\)\.\([0-9]*\).*/\1\2/p' "$T/out")
     [ -n "$at" ] && ms=$(( end / 1000000 - at ))
     ;;
+  kernel)
+    # Its all-reduce 30 recorded scheduled and never started (the CPU's
+    # stand-in for a GPU kernel that never ends), its node's GPU reporting
+    # Xid 79 through the stub NVML: GPU stuck, and its node excluded.
+    echo "node$rank 79" >"$T/xids"
+    : >"$T/exclude"
+    mapfile -t a < <(watched "abort,window=5,exclude-file=$T/exclude" 1)
+    RECORDER=1 STEPS=100000 SLEEP=0.05 FAULT=kernel FAULT_AT=30 FAULT_RANK=$rank FAKE_NVML_XIDS=$T/xids \
+      LD_LIBRARY_PATH=$top/tests/fixtures/nvml-xid timeout 90 \
+      srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1
+    local end at; end=$(date +%s%N)
+    at=$(sed -n 's/^FAULT rank=[0-9]* step=[0-9]* at=\([0-9]*\)\.\([0-9]*\).*/\1\2/p' "$T/out")
+    [ -n "$at" ] && ms=$(( end / 1000000 - at ))
+    ;;
   pause | pause0)
     mapfile -t a < <(watched window=5 0)
     RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) \
@@ -110,6 +131,8 @@ one() {  # CASE N
   esac
   named=$(sed -n 's/^.*mn-nccl watch: \(process [a-z ]*\|ended by its watchdog\|application desync\|GPU stuck\|busy outside collectives\): \(node[0-9]*\) rank \([0-9]*\).*/\2:\3/p' "$T/out" | sort -u | tr '\n' ' ')
   local want="node$rank:$rank "
+  # A GPU stuck with its node's Xid: right only with that node excluded.
+  [ $c = kernel ] && [ "$(cat "$T/exclude" 2>/dev/null)" != "node$rank" ] && named+="excluded:$(paste -sd, "$T/exclude" 2>/dev/null) "
   # A link is named by its node: "link down: node1: ..." from another node,
   # "link down: node1 rank 1 ..." from its own.
   if [ $c = link ]; then
@@ -127,7 +150,7 @@ one() {  # CASE N
   single=$blocks
   [ $c = link ] && single=$(grep -cE 'mn-nccl watch: link down: node[0-9]+: ' "$T/out")
   case $c in
-  stop | kill | link | skip)
+  stop | kill | link | skip | kernel)
     [ "$named" = "$want" ] && [ "$single" = 1 ] && one[$c]=$((${one[$c]:-0} + 1))
     if [ "$named" = "$want" ]; then right[$c]=$((${right[$c]:-0} + 1)); times[$c]+="$ms "
     elif [ -z "$named" ]; then missed[$c]=$((${missed[$c]:-0} + 1))
@@ -142,7 +165,7 @@ one() {  # CASE N
   echo "$c $n: rank $rank; named: ${named:-nobody} in $blocks block(s) ($single counted); ${ms} ms; DONE $(grep -c "^DONE" "$T/out"); srun: $(grep -m1 "srun: error" "$T/out")"
 }
 for n in $(seq "$runs"); do
-  for c in ${MN_BENCH_CASES:-stop kill link skip pause pause0}; do one $c "$n"; done
+  for c in ${MN_BENCH_CASES:-stop kill link skip kernel pause pause0}; do one $c "$n"; done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print "-"}'; }
 echo
@@ -151,7 +174,7 @@ echo "bench-watch: Slurm $ver ($([ $inline = 1 ] && echo 'srun --mn-nccl-watch' 
 printf '%-8s %6s %9s %7s %12s %s\n' case right "one block" missed "someone else" "median ms to the step's end"
 # pause cases: right = nobody named and every rank DONE; missed = nobody named but the loop did not finish;
 # link: the time is to the first "link down" block; skip: from the fault to the step's end
-for c in ${MN_BENCH_CASES:-stop kill link skip pause pause0}; do
+for c in ${MN_BENCH_CASES:-stop kill link skip kernel pause pause0}; do
   printf '%-8s %6s %9s %7s %12s %s\n' "$c" "${right[$c]:-0}" "$(case $c in pause*) echo - ;; *) echo "${one[$c]:-0}" ;; esac)" \
     "${missed[$c]:-0}" "${wrong[$c]:-0}" "$(echo "${times[$c]:-}" | median)"
 done
