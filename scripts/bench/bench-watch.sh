@@ -61,7 +61,9 @@ inline=0
 { [ "$major" -gt 23 ] || { [ "$major" -eq 23 ] && [ "$minor" -ge 11 ]; }; } && inline=1
 watched() {  # WHAT-as-plugin ABORT(0/1) -> the srun arguments before the program
   if [ $inline = 1 ]; then echo "--mn-nccl-watch=$1"; else
-    echo "$PF"; echo watch; [ "$2" = 1 ] && echo --abort; echo --window; echo 5; echo --; fi
+    echo "$PF"; echo watch; [ "$2" = 1 ] && echo --abort; echo --window; echo 5
+    [[ ",$1," =~ ,exclude-file=([^,]+), ]] && { echo --exclude-file; echo "${BASH_REMATCH[1]}"; }
+    echo --; fi
 }
 declare -A right missed wrong times one
 one() {  # CASE N

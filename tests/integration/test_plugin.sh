@@ -131,12 +131,14 @@ t_force() {
   local name="force=yes in plugstack.conf (a boolean word) overrides the user's MASTER_PORT"
   plugstack required force=yes
   local stack; stack=$(cat "$CLUSTER_DIR/plugstack.conf")
-  MASTER_PORT=23456 run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
+  # The user's port below the plugin's range (20000 up): one the plugin
+  # derives can never be it.
+  MASTER_PORT=12345 run srun -N2 -n2 --mn-nccl bash -c "$ENV_DUMP"
   plugstack required
-  # Each node's own: a node that kept 23456 read plugstack.conf without
+  # Each node's own: a node that kept 12345 read plugstack.conf without
   # force (one CI run saw node0 keep it; the ports by node tell more).
   local ports; ports=$(lines '^TASK ' | sed -n 's/.*host=\([^ ]*\) .* MASTER_PORT=\([^ ]*\).*/\1:\2/p' | sort | tr '\n' ' ')
-  [ $RC -eq 0 ] && [ "$(distinct MASTER_PORT)" != 23456 ] && [ -n "$(distinct MASTER_PORT)" ] ||
+  [ $RC -eq 0 ] && [ "$(distinct MASTER_PORT)" != 12345 ] && [ -n "$(distinct MASTER_PORT)" ] ||
     { fail "$name" "rc=$RC ports by node: $ports" "plugstack.conf was: $stack"; return; }
   pass "$name"
 }
