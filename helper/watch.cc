@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -385,6 +386,8 @@ struct FlightAsk {
         off_t size = -1;
         std::optional<FlightSummary> summary;  // once done and read
         std::string problem;                   // once done and not read
+        bool torch_own = false;                // read from torch's own dump (its watchdog's), not an answer
+        bool deaf = false;                     // torch reads the pipe no more: its last dump is read at once
     };
     std::vector<Asked> asked;
     timespec before{};
@@ -405,11 +408,17 @@ FlightAsk ask_flight(const Task& t) {
             // no reader, opening it fails at once (ENXIO), never blocks.
             const int fd = open((t.dir + "/" + n).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
             if (fd < 0) continue;
-            const bool sent = write(fd, "1\n", 2) == 2;
+            // The last asking still unread in the pipe: torch no longer
+            // reads it (its watchdog dumped of its own and serves no more),
+            // so the rank stands where its last dump says.
+            int unread = 0;
+            const bool deaf = ioctl(fd, FIONREAD, &unread) == 0 && unread > 0;
+            const bool sent = deaf || write(fd, "1\n", 2) == 2;
             close(fd);
             if (!sent) continue;
             a.asked.emplace_back();
             a.asked.back().rank = rank;
+            a.asked.back().deaf = deaf;
         }
         closedir(d);
     }
@@ -428,6 +437,17 @@ bool poll_flight(const Task& t, FlightAsk& a) {
                            (st.st_mtim.tv_sec > a.before.tv_sec ||
                             (st.st_mtim.tv_sec == a.before.tv_sec && st.st_mtim.tv_nsec >= a.before.tv_nsec));
         if (!fresh || st.st_size == 0) {
+            // Torch's own dump (its watchdog's, on an error or a time-out,
+            // or a peer's signal through the store): torch answers no more
+            // asking after it, so where the rank stood then is read from it.
+            const auto asked = t.asked_dumps.find(path);
+            if (!fresh && st.st_size > 0 && (k.deaf || asked == t.asked_dumps.end() || asked->second != mtime_ns(st)))
+                if (const auto bytes = read_bounded_text(path, 64 << 20))
+                    if (auto f = read_flight_record(*bytes)) {
+                        k.done = k.torch_own = true;
+                        k.summary = std::move(f.value());
+                        continue;
+                    }
             all = false;
             continue;
         }
@@ -847,8 +867,11 @@ uint64_t tree_ticks(const std::vector<ProcStat>& tree) {
 // the collective it waits in) kept with when it was first seen so; one
 // that has not moved for the window goes to rank 0's watch, again each
 // window while it holds. Nothing is asked where the program keeps no pipe
-// (no NCCL process group yet, Debian's torch), and each dump is removed
-// once read: the directory keeps the watchdog's own dumps.
+// (no NCCL process group yet, Debian's torch). Each answer overwrites the
+// last (one file a rank) and is never removed: a dump torch's watchdog
+// writes of its own at the same path may follow at any time, and is
+// evidence. Once torch dumped of its own it answers no more asking: the
+// rank's position is then read from that dump (poll_flight).
 struct Prober {
     const Task& t;
     double window;
@@ -887,7 +910,6 @@ struct Prober {
         // two periods: half the cost; once a position holds, one.
         bool held = false;
         for (const FlightAsk::Asked& k : ask->asked) {
-            if (k.done) unlink((t.dir + "/fr_rank_" + k.rank).c_str());
             if (!k.summary) continue;
             const std::string key = key_of(*k.summary);
             auto [it, fresh] = still.try_emplace(k.rank);
