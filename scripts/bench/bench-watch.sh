@@ -19,9 +19,9 @@
 #             whose GPU reports Xid 79 through the stub NVML
 #             (tests/fixtures/fake_nvml.c): named GPU stuck, and that node
 #             alone in the exclude file; the time from the fault to the end
-#   pause     a 12 s pause on every rank (a checkpoint save): anybody named
+#   pause     a 12 s pause (MN_BENCH_PAUSE) on every rank (a checkpoint save): anybody named
 #             is a false blame
-#   pause0    a 12 s pause on rank 0 alone, busy writing, the others
+#   pause0    the same pause on rank 0 alone, busy writing, the others
 #             waiting in the all-reduce: the same
 # The skip, kernel and pause cases run with RECORDER=1: the ranks' positions go to
 # rank 0's watch and are compared.
@@ -39,6 +39,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 top=$(pwd)
 runs=${1:-20}
+pause=${MN_BENCH_PAUSE:-12}
 [ "$(id -u)" -eq 0 ] || { echo "bench-watch: run as root (namespaces)" >&2; exit 2; }
 [ -x helper/mn-preflight ] || { echo "bench-watch: build first (bash scripts/build.sh)" >&2; exit 2; }
 # The kernel case's stub NVML (a fixture of make check's).
@@ -126,8 +127,8 @@ one() {  # CASE N
     ;;
   pause | pause0)
     mapfile -t a < <(watched window=5 0)
-    RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=12 PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) \
-      PAUSE_WORK=$([ $c = pause ] && echo sleep || echo busy) timeout 90 \
+    RECORDER=1 STEPS=40 PAUSE_AT=10 PAUSE=$pause PAUSE_RANKS=$([ $c = pause ] && echo all || echo 0) \
+      PAUSE_WORK=$([ $c = pause ] && echo sleep || echo busy) timeout $((pause + 78)) \
       srun -N3 -n3 --mn-nccl "${a[@]}" /usr/bin/python3 "$LOOP" >"$T/out" 2>&1
     ;;
   esac

@@ -24,6 +24,8 @@ gloo runs it, completed), and torch's dump pipe served as torch serves it
 (a FIFO at $TORCH_NCCL_DEBUG_INFO_PIPE_FILE<rank>.pipe; each line read
 there writes the dump, a protocol-2 pickle of torch's format 2.10, to
 $TORCH_NCCL_DEBUG_INFO_TEMP_FILE<rank>). The GPU machines run torch's own.
+FR_DEAF=1 (with RECORDER=1): at its fault the rank dumps of its own and
+reads its pipe no more, as torch's watchdog does after an NCCL error.
 RAS_STANDIN=FILE has rank 0 answer at $NCCL_RAS_ADDR with FILE, as
 NCCL's RAS would (a CPU run has none). Prints
   WATCHED rank=R fr_buffer=N watch_dir=D dir_mode=0700
@@ -62,11 +64,20 @@ class Recorder:
             fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
             threading.Thread(target=self.serve, args=(fd,), daemon=True).start()
 
+    # FR_DEAF=1: at its fault the rank dumps of its own and reads its pipe
+    # no more, as torch's watchdog does on an error or a time-out.
+    deaf = False
+
     def serve(self, fd):
-        while True:
-            select.select([fd], [], [])
-            if os.read(fd, 4096):
-                self.dump()
+        while not self.deaf:
+            select.select([fd], [], [], 0.5)
+            if self.deaf:
+                break
+            try:
+                if os.read(fd, 4096):
+                    self.dump()
+            except BlockingIOError:
+                pass
 
     def dump(self):
         with self.lock:
@@ -187,6 +198,9 @@ def main():
                 time.sleep(pause)
         if faulty and i == fault_at:
             print(f"FAULT rank={rank} step={i} at={time.time():.3f} {fault}", flush=True)
+            if recorder and os.environ.get("FR_DEAF") == "1":
+                recorder.deaf = True
+                recorder.dump()
             if fault == "skip":
                 time.sleep(10**6)
             elif fault == "other":
