@@ -846,9 +846,16 @@ struct Speaker {
         }
         std::vector<WatchReport> found = compare_positions(held);
         record_positions(held, found);
+        // Where every compared rank's Flight Recorder lies (HOST:PATH),
+        // and torch's own dumps here: for fr_trace.
+        std::vector<std::string> every;
+        for (const RankPosition& p : held)
+            if (!p.dump.empty() && every.size() < 64) every.push_back(p.host + ":" + p.dump);
+        for (const std::string& d : dumps_in(t))
+            if (std::find(every.begin(), every.end(), t.host + ":" + d) == every.end()) every.push_back(t.host + ":" + d);
         for (WatchReport& r : found) {
             if (!position_named.insert(r.rank + "/" + r.kind).second) continue;
-            r.dumps = dumps_in(t);
+            r.dumps = every;
             if (pending.empty()) first_finding();
             pending.push_back(std::move(r));
         }
@@ -932,6 +939,7 @@ struct Prober {
             p.cpu = static_cast<double>(ticks - std::min(ticks, s.ticks)) / static_cast<double>(sysconf(_SC_CLK_TCK)) /
                     std::max(p.still, 1.0);
             p.flight = *k.summary;
+            p.dump = t.dir + "/fr_rank_" + k.rank;
             out.push_back(std::move(p));
         }
         next = ask->at + (held ? 1 : 2) * probe_period(window);

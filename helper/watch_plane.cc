@@ -44,7 +44,7 @@ WatchReport report_of(const msg::Finding& f) {
 }
 
 msg::Position position_msg(const RankPosition& p) {
-    msg::Position m{p.host, p.rank, p.local_rank, p.comm, p.gpu, static_cast<uint32_t>(p.pid), p.still, p.cpu, {}, std::nullopt};
+    msg::Position m{p.host, p.rank, p.local_rank, p.comm, p.gpu, static_cast<uint32_t>(p.pid), p.still, p.cpu, {}, std::nullopt, std::nullopt};
     for (const FlightGroup& g : p.flight.groups)
     {
         m.groups.push_back({g.id, g.desc, g.enqueued, g.started, g.completed, g.waiting_seq, g.waiting_op,
@@ -52,6 +52,7 @@ msg::Position position_msg(const RankPosition& p) {
         for (const FlightCall& c : g.recent) m.groups.back().recent.push_back({c.seq, c.op, c.input, c.state});
     }
     if (!p.gpu_events.empty()) m.gpu_events = p.gpu_events;
+    if (!p.dump.empty()) m.dump = p.dump;
     return m;
 }
 
@@ -66,6 +67,7 @@ RankPosition position_of(const msg::Position& m) {
     p.still = m.still;
     p.cpu = m.cpu;
     if (m.gpu_events) p.gpu_events = *m.gpu_events;
+    if (m.dump) p.dump = *m.dump;
     for (const msg::GroupPosition& g : m.groups) {
         FlightGroup f;
         f.id = g.id;

@@ -33,6 +33,9 @@ struct RankPosition {
     // its node's watch saw them (lib/check/gpu_events.h's xid_words): the
     // host evidence that blames a node for a GPU stuck on it.
     std::vector<std::string> gpu_events;
+    // The dump its position was read from, on its own host ("" unknown):
+    // where every rank's Flight Recorder lies, for fr_trace.
+    std::string dump;
 };
 
 struct PositionRules {

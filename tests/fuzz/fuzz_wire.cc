@@ -325,7 +325,7 @@ void built_liveness(Source& s) {
                "a watch's finding is no message of the check's control connection");
     // ... or where its rank stands in its collectives.
     msg::Position pos{s.text(), s.text(), s.text(), s.text(), s.text(), static_cast<uint32_t>(s.bits(32)),
-                      static_cast<double>(s.bits(16)) / 8, static_cast<double>(s.byte()) / 64, {}, std::nullopt};
+                      static_cast<double>(s.bits(16)) / 8, static_cast<double>(s.byte()) / 64, {}, std::nullopt, std::nullopt};
     for (int n = s.byte() % 3; n > 0; --n)
         pos.groups.push_back({s.text(), s.text(), static_cast<int64_t>(s.bits(32)) - 1, -1,
                               static_cast<int64_t>(s.bits(32)), static_cast<int64_t>(s.bits(16)) - 1, s.text(),
@@ -336,6 +336,7 @@ void built_liveness(Source& s) {
         pos.gpu_events.emplace();
         for (int n = s.byte() % 3; n > 0; --n) pos.gpu_events->push_back(s.text());
     }
+    if (s.byte() & 1) pos.dump = s.text();
     round_trip(pos, "Position");
     FUZZ_CHECK(!msg::decode<msg::Finding>(msg::encode(pos)), "a position is no finding");
     // A message from the wrong side is refused, naming what it is.

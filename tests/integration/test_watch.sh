@@ -144,7 +144,7 @@ print(','.join(sorted({r['rank'] for l in ls for r in l['ranks']})), sum(len(l['
 }
 
 t_desync_skip() {
-  local name="rank 1 does not call all-reduce 30 and sleeps (RECORDER=1: the loop's own Flight Recorder and torch's dump pipe, gloo), abort,window=5: the ranks' positions compared by rank 0's watch name rank 1 an application desync (node1, idle, its last #31; ranks 0 and 2 wait in #32: the warm-up's all-reduce, then the loop's from step 0), nobody else, no node excluded, the step ended; again with rank 1 dumping of its own at the fault and reading its pipe no more (FR_DEAF=1, as torch's watchdog after an NCCL error): its position read from that dump"
+  local name="rank 1 does not call all-reduce 30 and sleeps (RECORDER=1: the loop's own Flight Recorder and torch's dump pipe, gloo), abort,window=5: the ranks' positions compared by rank 0's watch name rank 1 an application desync (node1, idle, its last #31; ranks 0 and 2 wait in #32: the warm-up's all-reduce, then the loop's from step 0), nobody else, no node excluded, the step ended; again with rank 1 dumping of its own at the fault and reading its pipe no more (FR_DEAF=1, as torch's watchdog after an NCCL error): its position read from that dump; the block says where every compared rank's dump lies (HOST:PATH)"
   local exclude=$OUT/exclude why="" times=""
   for deaf in 0 1; do
     echo node7 >"$exclude"
@@ -155,6 +155,7 @@ t_desync_skip() {
     local secs; secs=$(python3 -c "print(f'{$end-${at:-0}:.1f}')")
     has "mn-nccl watch: application desync: node1 rank 1 \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): has not called collective #32 of default_pg \(gloo:all_reduce \(Float \[262144\]\)\), in which ranks? (0|2|0, 2) wait: its last is #31" &&
       has "mn-nccl watch:   evidence: Flight Recorder: default_pg: completed #31, enqueued to #31, started #31; nothing waiting; cpu [0-9.]+ % of a core" &&
+      has "mn-nccl watch:   Flight Recorder dumps: (node[02]:/[^ ]+/fr_rank_[02] )*node1:/[^ ]+/mn-nccl-watch\.[0-9]+\.[0-9]+\.[A-Za-z0-9]+/fr_rank_1( |$)" &&
       [ "$(count 'mn-nccl watch: [a-zA-Z][a-zA-Z ]+: node[0-9]')" = 1 ] && has 'ending step [0-9]+\.[0-9]+ \(scancel\)' &&
       [ "$(cat "$exclude")" = node7 ] && [ -n "$at" ] && python3 -c "import sys; sys.exit(0 if $secs < 60 else 1)" ||
       { why+=" [FR_DEAF=$deaf: rc=$RC, srun ended $secs s after the fault; exclude file: $(paste -sd, "$exclude")]"; break; }

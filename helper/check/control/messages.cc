@@ -204,6 +204,7 @@ void bounds(const Position& m) {
         for (const std::string& e : *m.gpu_events)
             if (e.size() > 512) throw Wrong{"gpu_events", "holds a line of " + std::to_string(e.size()) + " bytes, more than 512"};
     }
+    if (m.dump && m.dump->size() > 4096) throw Wrong{"dump", "is " + std::to_string(m.dump->size()) + " bytes, more than 4096"};
 }
 void bounds(const Relayed& m) {
     if (m.door_strangers && m.door_strangers->size() > kStrangersText)
@@ -412,7 +413,7 @@ MESSAGE(Finding, kind, host, rank, local_rank, pid, comm, seen_from, detail, evi
 FIELDS(CallPosition, seq, op, input, state)
 FIELDS(GroupPosition, id, desc, enqueued, started, completed, waiting_seq, waiting_op, waiting_state, waiting_input,
        recent)
-MESSAGE(Position, host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events)
+MESSAGE(Position, host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events, dump)
 
 // ---- the challenge: key=value lines, as every build since protocol 2 reads them --
 

@@ -429,7 +429,9 @@ struct Position {
     // Its node's hardware Xid lines (lib/check/gpu_events.h), where its
     // watch saw any (added within protocol 6).
     std::optional<std::vector<std::string>> gpu_events;
-    auto tie() const { return std::tie(host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events); }
+    // The dump it was read from, a path on its host (added within protocol 6).
+    std::optional<std::string> dump;
+    auto tie() const { return std::tie(host, rank, local_rank, comm, gpu, pid, still, cpu, groups, gpu_events, dump); }
 };
 
 // What comes on the control connection after the hello.
