@@ -121,7 +121,14 @@ std::string watch_help() {
            "stderr (\"mn-nccl watch: ...\": rank, host, pid, the evidence) and in a JSON report. A rank\n"
            "that only waits (sleeping, as in a collective or a checkpoint pause) is never named. A link\n"
            "whose TCP data is not acknowledged for the window (retransmitted, this node's interface up;\n"
-           "or behind this node's interface that is down) is named \"link down\", the peer by its node.\n"
+           "or behind this node's interface that is down) is named \"link down\", the peer by its node;\n"
+           "so is an RDMA port of the step's out of ACTIVE. Every sixth of the window the ranks' Flight\n"
+           "Recorders are asked where they stand, and rank 0's watch compares the positions that held:\n"
+           "\"application desync\" (a rank idle outside the collective the others wait in, or in another\n"
+           "one), \"GPU stuck\" (its collective scheduled, the others' started), \"busy outside\n"
+           "collectives\" (after 600 s). The node's first watch hears NVML's critical Xids: a GPU stuck\n"
+           "or a process dead where the GPU reported a hardware Xid blames the node. NCCL's RAS is set to\n"
+           "the step's own loopback address and asked once, when --abort ends the step.\n"
            "\n"
            "options:\n" +
            mn::check_options_help(mn::kWatchArgv) + "  -h, --help         this help\n" +

@@ -52,10 +52,11 @@ const std::vector<CheckOption> kTable = {
     {"exclude-file", nullptr, "PATH", ValueKind::Path, 0, 0, false, "a file the batch script can read",
      "bad-nodes", "none",
      "where the nodes to exclude go, in Slurm's hostlist form: on FAIL rank 0 writes them; the watch adds a "
-     "node it names for its link", kOnFail | kWatchArgv},
+     "node its host's own evidence blames (a link or RDMA port down, a GPU stuck or a process dead where the "
+     "GPU reported a hardware Xid)", kOnFail | kWatchArgv},
     {"history", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory (shared, to see every node)", "/var/lib/mn-preflight/history",
      "none", "append one JSON line per node (job, verdict, findings, busbw) to DIR/NODE.jsonl; "
-     "'mn-preflight history DIR' sums them up; the watch: a line for a node it names for its link",
+     "'mn-preflight history DIR' sums them up; the watch: a line for a node it adds to the exclude file",
      kNode | kWatchArgv},
     {"metrics-dir", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory, e.g. node_exporter's textfile directory",
      "/var/lib/prometheus/node-exporter", "none",
