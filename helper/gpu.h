@@ -71,14 +71,14 @@ void start_health();
 // NVML's critical Xid events on every GPU this process sees (those of
 // the job, under Slurm's device cgroup), watched from start_gpu_events()
 // on: NVML loads on a thread. gpu_events() takes those that came since,
-// without waiting; `why` says why none will come (no NVML, an old driver,
-// no GPU), empty while they may. lib/check/gpu_events judges each Xid.
+// without waiting (none while NVML starts, and none where there is no
+// NVML, no event call or no GPU). lib/check/gpu_events judges each Xid.
 struct GpuXid {
     std::string busid;
     uint64_t xid = 0;
 };
 void start_gpu_events();
-std::vector<GpuXid> gpu_events(std::string* why = nullptr);
+std::vector<GpuXid> gpu_events();
 
 struct DeviceInfo {
     int index = 0;

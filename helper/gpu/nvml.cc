@@ -79,6 +79,21 @@ struct FabricInfo {  // nvmlGpuFabricInfo_t
 };
 enum : unsigned char { kFabricNotSupported, kFabricNotStarted, kFabricInProgress, kFabricCompleted };
 
+// The Xid watch's NVML calls, declared here with the ABI of nvml.h's
+// nvmlEventData_t and nvmlPciInfo_t (v3), nvml.h or not.
+struct EventData {
+    nvmlDevice_t device;
+    unsigned long long type, data;
+    unsigned int gpu_instance, compute_instance;
+};
+struct PciInfo {
+    char bus_legacy[16];
+    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
+using EventSet = struct EventSetOpaque*;
+constexpr unsigned long long kXidCritical = 0x8ULL;  // nvmlEventTypeXidCriticalError
+
 struct Nvml {
     bool loaded = false;
     std::string why;
@@ -101,6 +116,13 @@ struct Nvml {
     // call under its older name before.
     nvmlReturn_t (*events)(nvmlDevice_t, unsigned long long*) = nullptr;
     decltype(&nvmlErrorString) error_string = nullptr;
+    // The Xid watch's (gpu_events): every GPU this process sees, an event set.
+    nvmlReturn_t (*count)(unsigned int*) = nullptr;                      // nvmlDeviceGetCount_v2
+    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t*) = nullptr;     // nvmlDeviceGetHandleByIndex_v2
+    nvmlReturn_t (*pci)(nvmlDevice_t, PciInfo*) = nullptr;               // nvmlDeviceGetPciInfo_v3
+    nvmlReturn_t (*event_set)(EventSet*) = nullptr;                      // nvmlEventSetCreate
+    nvmlReturn_t (*enroll)(nvmlDevice_t, unsigned long long, EventSet) = nullptr;  // nvmlDeviceRegisterEvents
+    nvmlReturn_t (*event_wait)(EventSet, EventData*, unsigned int) = nullptr;      // nvmlEventSetWait_v2
 };
 
 // NVML's text for `r`, or its number when the library has none.
@@ -127,6 +149,12 @@ void bind_readings(void* lib, Nvml& x) {
     if (!sym(lib, "nvmlDeviceGetCurrentClocksEventReasons", x.events))
         sym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons", x.events);
     sym(lib, "nvmlErrorString", x.error_string);
+    sym(lib, "nvmlDeviceGetCount_v2", x.count);
+    sym(lib, "nvmlDeviceGetHandleByIndex_v2", x.by_index);
+    sym(lib, "nvmlDeviceGetPciInfo_v3", x.pci);
+    sym(lib, "nvmlEventSetCreate", x.event_set);
+    sym(lib, "nvmlDeviceRegisterEvents", x.enroll);
+    sym(lib, "nvmlEventSetWait_v2", x.event_wait);
 }
 
 Nvml load() {
@@ -261,68 +289,25 @@ GpuReadings read_gpu(const Nvml& n, int dev) {
     return g;
 }
 
-// The Xid watch's NVML calls, declared here with the ABI of nvml.h's
-// nvmlEventData_t and nvmlPciInfo_t (v3), nvml.h or not.
-struct EventData {
-    nvmlDevice_t device;
-    unsigned long long type, data;
-    unsigned int gpu_instance, compute_instance;
-};
-struct PciInfo {
-    char bus_legacy[16];
-    unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
-    char bus_id[32];
-};
-using EventSet = struct EventSetOpaque*;
-constexpr unsigned long long kXidCritical = 0x8ULL;  // nvmlEventTypeXidCriticalError
+std::atomic<EventSet> xid_set{nullptr};
 
-struct XidSet {
-    EventSet set = nullptr;
-    nvmlReturn_t (*wait)(EventSet, EventData*, unsigned int) = nullptr;
-    nvmlReturn_t (*pci)(nvmlDevice_t, PciInfo*) = nullptr;
-    std::string why;  // why no events come, where none will
-};
-std::atomic<XidSet*> xid_set{nullptr};
-
-// NVML loaded (nvml()), an event set with every GPU this process sees
-// registered for critical Xids; why not where it cannot be.
-XidSet* open_xid_set() {
-    auto* x = new XidSet;
+// NVML loaded (nvml()) and an event set with every GPU this process sees
+// registered for critical Xids; none where NVML, its event calls or a GPU
+// that takes the events is missing.
+EventSet open_xid_set() {
     const Nvml& n = nvml();
-    if (!n.loaded) {
-        x->why = n.why;
-        return x;
-    }
-    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
-    nvmlReturn_t (*count)(unsigned int*) = nullptr;
-    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t*) = nullptr;
-    nvmlReturn_t (*create)(EventSet*) = nullptr;
-    nvmlReturn_t (*enroll)(nvmlDevice_t, unsigned long long, EventSet) = nullptr;
-    if (!lib || !sym(lib, "nvmlDeviceGetCount_v2", count) || !sym(lib, "nvmlDeviceGetHandleByIndex_v2", by_index) ||
-        !sym(lib, "nvmlEventSetCreate", create) || !sym(lib, "nvmlDeviceRegisterEvents", enroll) ||
-        !sym(lib, "nvmlEventSetWait_v2", x->wait) || !sym(lib, "nvmlDeviceGetPciInfo_v3", x->pci)) {
-        x->why = "libnvidia-ml.so.1 lacks the event calls (driver too old)";
-        return x;
-    }
+    if (!n.loaded || !n.count || !n.by_index || !n.pci || !n.event_set || !n.enroll || !n.event_wait) return nullptr;
     unsigned int gpus = 0;
-    if (nvmlReturn_t r = count(&gpus); r != NVML_SUCCESS) {
-        x->why = "nvmlDeviceGetCount: " + nvml_error(n, r);
-        return x;
-    }
-    if (nvmlReturn_t r = create(&x->set); r != NVML_SUCCESS) {
-        x->why = "nvmlEventSetCreate: " + nvml_error(n, r);
-        x->set = nullptr;
-        return x;
-    }
+    EventSet set = nullptr;
+    if (n.count(&gpus) != NVML_SUCCESS || n.event_set(&set) != NVML_SUCCESS) return nullptr;
     unsigned int enrolled = 0;
     for (unsigned int i = 0; i < gpus; ++i) {
         nvmlDevice_t h = nullptr;
         // A GPU outside the job's cgroup, or one that has no such events,
         // is not watched; the others are.
-        if (by_index(i, &h) == NVML_SUCCESS && enroll(h, kXidCritical, x->set) == NVML_SUCCESS) ++enrolled;
+        if (n.by_index(i, &h) == NVML_SUCCESS && n.enroll(h, kXidCritical, set) == NVML_SUCCESS) ++enrolled;
     }
-    if (enrolled == 0) x->why = "no GPU here takes Xid events (" + std::to_string(gpus) + " seen)";
-    return x;
+    return enrolled ? set : nullptr;
 }
 
 }  // namespace
@@ -331,20 +316,19 @@ void start_gpu_events() {
     std::thread([] { xid_set.store(open_xid_set()); }).detach();
 }
 
-std::vector<GpuXid> gpu_events(std::string* why) {
+std::vector<GpuXid> gpu_events() {
     std::vector<GpuXid> out;
-    XidSet* x = xid_set.load();
-    if (!x) return out;  // NVML still starting
-    if (why) *why = x->why;
-    if (!x->set) return out;
+    const EventSet set = xid_set.load();
+    if (!set) return out;  // NVML still starting, or nothing to watch
+    const Nvml& n = nvml();
     // Without waiting: each look takes what came since the last.
     for (int i = 0; i < 64; ++i) {
         EventData e{};
-        if (x->wait(x->set, &e, 0) != NVML_SUCCESS) break;  // NVML_ERROR_TIMEOUT: none left
+        if (n.event_wait(set, &e, 0) != NVML_SUCCESS) break;  // NVML_ERROR_TIMEOUT: none left
         if (!(e.type & kXidCritical)) continue;
         PciInfo p{};
         std::string bus = "?";
-        if (x->pci(e.device, &p) == NVML_SUCCESS) bus = std::string(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
+        if (n.pci(e.device, &p) == NVML_SUCCESS) bus = std::string(p.bus_id, strnlen(p.bus_id, sizeof p.bus_id));
         out.push_back({bus, e.data});
     }
     return out;
