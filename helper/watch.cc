@@ -382,6 +382,7 @@ std::vector<std::string> dumps_in(const Task& t) {
 struct FlightAsk {
     struct Asked {
         std::string rank;
+        std::string path;  // its dump, where torch writes it (TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank)
         bool done = false;
         off_t size = -1;
         std::optional<FlightSummary> summary;  // once done and read
@@ -418,6 +419,7 @@ FlightAsk ask_flight(const Task& t) {
             if (!sent) continue;
             a.asked.emplace_back();
             a.asked.back().rank = rank;
+            a.asked.back().path = t.dir + "/fr_rank_" + rank;
             a.asked.back().deaf = deaf;
         }
         closedir(d);
@@ -431,7 +433,7 @@ bool poll_flight(const Task& t, FlightAsk& a) {
     bool all = true;
     for (FlightAsk::Asked& k : a.asked) {
         if (k.done) continue;
-        const std::string path = t.dir + "/fr_rank_" + k.rank;
+        const std::string& path = k.path;
         struct stat st{};
         const bool fresh = stat(path.c_str(), &st) == 0 &&
                            (st.st_mtim.tv_sec > a.before.tv_sec ||
@@ -939,7 +941,7 @@ struct Prober {
             p.cpu = static_cast<double>(ticks - std::min(ticks, s.ticks)) / static_cast<double>(sysconf(_SC_CLK_TCK)) /
                     std::max(p.still, 1.0);
             p.flight = *k.summary;
-            p.dump = t.dir + "/fr_rank_" + k.rank;
+            p.dump = k.path;
             out.push_back(std::move(p));
         }
         next = ask->at + (held ? 1 : 2) * probe_period(window);
