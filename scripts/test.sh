@@ -302,7 +302,7 @@ echo
 # What failed, again at the end: a CI log may keep only its head and tail.
 if [ "$failed" -gt 0 ] || [ $matrix_rc -ne 0 ]; then
   logs=(/tmp/mn-it-all.log /tmp/mn-pkg.log /tmp/mn-slurm-src.log /tmp/mn-san-unit.log /tmp/mn-san-it.log /tmp/mn-fuzz.log /tmp/mn-matrix.log)
-  marks='^\(\[[^]]*\] \)\{0,1\}not ok\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:'
+  marks='^\(\[[^]]*\] \)\{0,1\}not ok\|did not start\|no summary line\|slurm-from-source: [a-z]* failed\|FAILED (rc\|\[  FAILED  \]\|sanitizer report(s)\|ERROR: [A-Za-z]*Sanitizer\|runtime error:'
   echo "== what failed, with what each printed"
   grep -h -A8 "$marks" "${logs[@]}" 2>/dev/null | cut -c1-400 | head -60
   echo

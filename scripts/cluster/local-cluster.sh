@@ -193,16 +193,64 @@ net_down() {
   ip link del $BRIDGE 2>/dev/null || true
 }
 
+# SIGTERM, 5 s, then SIGKILL, and wait until it is gone.
+stop_pid() {
+  local pid=$1
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+}
 stop_pidfile() {
   local f=$1 pid
   [ -f "$f" ] || return 0
   pid=$(cat "$f" 2>/dev/null || true)
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
+  [ -z "$pid" ] || stop_pid "$pid"
   rm -f "$f"
+}
+
+# slurmctld runs on this machine's own network, on Slurm's default port.
+CTL_PORT=6817
+# What start runs is the signature of a local cluster's slurmctld (a site's
+# runs without -i); a root's cluster (release-matrix.sh) has the same.
+CTL_SIGNATURE="slurmctld -i -f "
+ctl_port_pids() {
+  { ss -ltnpH "sport = :$CTL_PORT" 2>/dev/null || true; } | { grep -o 'pid=[0-9]*' || true; } | cut -d= -f2 | sort -u
+}
+# This cluster's slurmctld when its pid file named another (a stop right
+# after 'scontrol reconfigure', whose new slurmctld had not yet written its
+# pid): same command line, same root.
+stop_own_ctl() {
+  local pid
+  for pid in $(ctl_port_pids); do
+    [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$CTL_SIGNATURE$DIR/slurm.conf " ] || continue
+    [ "$(readlink "/proc/$pid/root")" = "$(readlink /proc/self/root)" ] || continue
+    stop_pid "$pid"
+  done
+}
+# A local cluster's slurmctld that no pid file names any more still holds
+# the port (CI once saw every later cluster fail to bind it: a stop that
+# raced the re-exec of 'scontrol reconfigure' on 23.11+, or a root's run
+# cut short). Whoever starts holds /tmp/mn-cluster.lock, so any such one is
+# left behind: stopped by its pid, and named. Anything else on the port is
+# named with the fix, and start gives up.
+free_ctl_port() {
+  local pid cmd tries
+  for tries in $(seq 100); do
+    pid=$(ctl_port_pids | head -1)
+    [ -n "$pid" ] || return 0
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    case "$cmd" in
+      "$CTL_SIGNATURE"*) ;;
+      *) die "port $CTL_PORT, slurmctld's, is held by pid $pid ($cmd): stop it, or run the local cluster on a machine without another slurmctld" ;;
+    esac
+    [ "$tries" -gt 1 ] ||
+      echo "local-cluster: a local cluster's slurmctld left behind holds port $CTL_PORT: pid $pid ($cmd, its root $(readlink "/proc/$pid/root" 2>/dev/null)); stopping it" >&2
+    if [ "$tries" -lt 50 ]; then kill "$pid" 2>/dev/null; else kill -9 "$pid" 2>/dev/null; fi
+    sleep 0.1
+  done
+  die "port $CTL_PORT is still held by pid $pid ($cmd) after SIGTERM and SIGKILL"
 }
 
 client_env() {
@@ -227,6 +275,7 @@ start() {
     --seed-file="$DIR/run/munge-seed/seed"
   export SLURM_CONF=$DIR/slurm.conf
   rm -rf "$DIR/state"/*
+  free_ctl_port
   unshare --uts --mount --propagation private sh -c \
     "hostname ctl; mount --bind '$DIR/hosts/ctl' /etc/hosts; $NO_DNS; exec slurmctld -i -f '$DIR/slurm.conf'"
   local i n preload=
@@ -277,6 +326,7 @@ stop_quiet() {
   local f
   for f in "$DIR"/run/slurmd-*.pid; do stop_pidfile "$f"; done
   stop_pidfile "$DIR/run/slurmctld.pid"
+  stop_own_ctl
   stop_pidfile "$DIR/run/munged.pid"
   net_down
   submit_hosts_remove
