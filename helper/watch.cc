@@ -308,13 +308,31 @@ std::string sysfs_line(const std::string& path) {
     return text;
 }
 
-// Their state now: two small files each.
+// The physical link's own error counters, summed (PortReading::link_errors).
+constexpr const char* kLinkErrorCounters[] = {"symbol_error", "link_error_recovery", "port_rcv_errors",
+                                              "local_link_integrity_errors"};
+
+// Their state now, and the counters that say whether each still carries:
+// eight small files a port.
 std::vector<PortReading> read_ports(const std::string& root, const std::vector<std::pair<std::string, unsigned>>& ports) {
     std::vector<PortReading> out;
     for (const auto& p : ports) {
         const std::string dir = port_dir(root, p);
-        out.push_back({p.first + ":" + std::to_string(p.second), parse_state(sysfs_line(dir + "/state")),
-                       parse_state(sysfs_line(dir + "/phys_state"))});
+        PortReading r;
+        r.name = p.first + ":" + std::to_string(p.second);
+        r.state = parse_state(sysfs_line(dir + "/state"));
+        r.phys_state = parse_state(sysfs_line(dir + "/phys_state"));
+        r.rcv_packets = port_counter(sysfs_line(dir + "/counters/port_rcv_packets"));
+        r.ack_timeouts = port_counter(sysfs_line(dir + "/hw_counters/local_ack_timeout_err"));
+        uint64_t sum = 0;
+        bool all = true;
+        for (const char* n : kLinkErrorCounters) {
+            const auto v = port_counter(sysfs_line(dir + "/counters/" + n));
+            all = all && v;
+            sum += v.value_or(0);
+        }
+        if (all) r.link_errors = sum;
+        out.push_back(std::move(r));
     }
     return out;
 }
@@ -555,6 +573,37 @@ WatchReport link_report(const Task& t, const LinkStall& l, int child, const std:
                                       "namespace is its own), so this side's link is not ruled out";
     r.evidence.push_back(l.own ? t.host + "'s " + l.ifname + ": not up, or no carrier"
                                : "the kernel on " + t.host + " retransmits to " + l.peer + " and hears no acknowledgement");
+    return r;
+}
+
+// An RDMA port of the step's named (PortWatch): this node's link, with the
+// kernel's words for it. Out of ACTIVE, or ACTIVE with its own link's
+// errors climbing, is host evidence; ACTIVE and silent while its senders
+// time out may be the far side's (the cable's other end, the switch port,
+// the peer), so the node is named and not blamed.
+WatchReport port_report(const Task& t, const PortStall& p, const std::string& pdir, int child, const std::string& comm) {
+    WatchReport r = report_of(t, child, comm);
+    r.kind = "link down";
+    r.detail = port_stall_words(p, t.host);
+    const std::string on = t.host + "'s " + pdir;
+    r.evidence.push_back(on + "/state: " + p.port.state);
+    if (p.fault != PortFault::NotActive) {
+        r.evidence.push_back(on + "/counters/port_rcv_packets: " + std::to_string(p.port.rcv_packets.value_or(0)) +
+                             ", unchanged for " + num(p.seconds, 0) + " s while this node's ranks wait in a collective");
+        if (p.port.ack_timeouts)
+            r.evidence.push_back(on + "/hw_counters/local_ack_timeout_err: " + std::to_string(*p.port.ack_timeouts) +
+                                 " (+" + std::to_string(p.ack_timeouts) + ")");
+        if (p.port.link_errors)
+            r.evidence.push_back(on + "/counters/{symbol_error,link_error_recovery,port_rcv_errors," +
+                                 "local_link_integrity_errors}: " + std::to_string(*p.port.link_errors) + " in all (+" +
+                                 std::to_string(p.link_errors) + ")");
+    }
+    const std::string downed = sysfs_line(pdir + "/counters/link_downed");
+    if (!downed.empty()) r.evidence.push_back("link_downed " + downed);
+    r.host_evidence = p.fault != PortFault::Silent;
+    if (!t.exclude_file.empty() && !r.host_evidence)
+        r.excluded = "not added: a port that hears nothing may be let down by its far side (the cable's other end, "
+                     "the switch port, the peer); its own link's errors would be this node's";
     return r;
 }
 
@@ -891,6 +940,7 @@ struct Prober {
         double since = 0;
         uint64_t ticks = 0;
         double sent = -1;
+        bool in_collective = false;  // some group of its waits in a collective
     };
     std::map<std::string, Still> still;
 
@@ -900,6 +950,14 @@ struct Prober {
             k += g.id + ":" + std::to_string(g.enqueued) + ":" + std::to_string(g.completed) + ":" +
                  std::to_string(g.waiting_seq) + ":" + g.waiting_state + ";";
         return k;
+    }
+    // Whether a rank of this task has waited in one collective, its
+    // position unmoved, for the window: the step's traffic then waits on
+    // the fabric or on another rank.
+    bool holds_in_collective(double now) const {
+        return std::any_of(still.begin(), still.end(), [&](const auto& k) {
+            return k.second.in_collective && now - k.second.since >= window;
+        });
     }
     // Positions held for the window, to be sent now.
     std::vector<RankPosition> look(double now, const std::vector<ProcStat>& tree, int child) {
@@ -924,7 +982,9 @@ struct Prober {
             auto [it, fresh] = still.try_emplace(k.rank);
             Still& s = it->second;
             if (fresh || s.key != key) {
-                s = Still{key, now, ticks, -1};
+                const auto& g = k.summary->groups;
+                s = Still{key, now, ticks, -1,
+                          std::any_of(g.begin(), g.end(), [](const FlightGroup& x) { return x.waiting_seq >= 0; })};
                 continue;
             }
             held = true;
@@ -1144,22 +1204,17 @@ int run_watch(const CommandLine& c) {
         // window, as this node's kernel says: this node's link, with host
         // evidence (its Ethernet, and so its word to rank 0's watch and
         // the exclude file, is another path).
-        if (!named_port && !ports.empty())
-            if (auto p = port_watch.look(monotonic(), read_ports(sysfs, ports))) {
+        if (!named_port && !ports.empty()) {
+            if (auto p = port_watch.look(monotonic(), read_ports(sysfs, ports), prober.holds_in_collective(monotonic()))) {
                 named_port = true;
-                WatchReport r = report_of(t, child, tree.empty() ? c.program[0] : tree[0].comm);
-                r.kind = "link down";
-                r.detail = port_stall_words(*p, t.host);
                 const auto at = std::find_if(ports.begin(), ports.end(), [&](const auto& q) {
                     return q.first + ":" + std::to_string(q.second) == p->port.name;
                 });
-                const std::string pdir = at == ports.end() ? "" : port_dir(sysfs, *at);
-                r.evidence.push_back(t.host + "'s " + pdir + "/state: " + p->port.state);
-                const std::string downed = sysfs_line(pdir + "/counters/link_downed");
-                if (!downed.empty()) r.evidence.push_back("link_downed " + downed);
-                r.host_evidence = true;
+                WatchReport r = port_report(t, *p, at == ports.end() ? "" : port_dir(sysfs, *at), child,
+                                            tree.empty() ? c.program[0] : tree[0].comm);
                 speaker.named(r);
             }
+        }
         speaker.turn();
         // A dump asked for is read within a fifth of a second of its writing.
         const double wait = prober.ask ? 0.2 : kLook;

@@ -169,28 +169,73 @@ bool hca_selected(const std::string& nccl_ib_hca, const std::string& hca, unsign
 }
 
 std::string port_stall_words(const PortStall& s, const std::string& here) {
-    return s.port.name + ", an RDMA port of the step's on " + here + ", is " + s.port.state +
-           (s.port.phys_state.empty() ? "" : " (phys_state " + s.port.phys_state + ")") + " for " + num(s.seconds, 0) +
-           " s: NCCL's traffic over it has stopped";
+    const std::string port = s.port.name + ", an RDMA port of the step's on " + here + ", is ";
+    switch (s.fault) {
+    case PortFault::Garbled:
+        return port + "ACTIVE and took in no packet for " + num(s.seconds, 0) + " s while its link counted " +
+               std::to_string(s.link_errors) + " errors: the link carries nothing";
+    case PortFault::Silent:
+        return port + "ACTIVE and took in no packet for " + num(s.seconds, 0) + " s while its senders timed out " +
+               std::to_string(s.ack_timeouts) + " times waiting for acknowledgements: it carries nothing, from " +
+               "this port or its far side (cable, switch port)";
+    case PortFault::NotActive:
+        break;
+    }
+    return port + s.port.state + (s.port.phys_state.empty() ? "" : " (phys_state " + s.port.phys_state + ")") +
+           " for " + num(s.seconds, 0) + " s: NCCL's traffic over it has stopped";
 }
 
-std::optional<PortStall> PortWatch::look(double now, const std::vector<PortReading>& ports) {
+std::optional<uint64_t> port_counter(const std::string& text) {
+    std::string t = text;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+    const auto v = whole_number(t);
+    if (!v || *v == 0xffffffffULL) return std::nullopt;
+    return v;
+}
+
+std::optional<PortStall> PortWatch::look(double now, const std::vector<PortReading>& ports, bool program_waits) {
     if (first_) {
         first_ = false;
         for (const PortReading& p : ports)
-            if (p.state == "ACTIVE") watched_[p.name] = -1;
-        return std::nullopt;
+            if (p.state == "ACTIVE") watched_[p.name] = Watched{};
     }
     std::optional<PortStall> named;
     for (const PortReading& p : ports) {
-        const auto w = watched_.find(p.name);
-        if (w == watched_.end()) continue;
-        if (p.state.empty() || p.state == "ACTIVE") {
-            w->second = -1;
+        const auto at = watched_.find(p.name);
+        if (at == watched_.end()) continue;
+        Watched& w = at->second;
+        if (p.state.empty()) {  // unreadable: neither down nor quiet
+            w.down_since = w.quiet_since = -1;
             continue;
         }
-        if (w->second < 0) w->second = now;
-        if (!named && now - w->second >= window_) named = PortStall{p, now - w->second};
+        if (p.state != "ACTIVE") {
+            w.quiet_since = -1;
+            if (w.down_since < 0) w.down_since = now;
+            if (!named && now - w.down_since >= window_) named = PortStall{p, PortFault::NotActive, now - w.down_since};
+            continue;
+        }
+        w.down_since = -1;
+        // Quiet from the last look at which a packet came in (or its
+        // counters could first be read, or one went back: a reset, the
+        // driver reloaded); the counts start there.
+        if (!p.rcv_packets || w.quiet_since < 0 || *p.rcv_packets != w.rcv ||
+            p.ack_timeouts.has_value() != w.timeouts_known || p.link_errors.has_value() != w.errors_known ||
+            p.ack_timeouts.value_or(0) < w.timeouts || p.link_errors.value_or(0) < w.errors) {
+            w.quiet_since = p.rcv_packets ? now : -1;
+            w.rcv = p.rcv_packets.value_or(0);
+            w.timeouts = p.ack_timeouts.value_or(0);
+            w.errors = p.link_errors.value_or(0);
+            w.timeouts_known = p.ack_timeouts.has_value();
+            w.errors_known = p.link_errors.has_value();
+            continue;
+        }
+        if (named || !program_waits || now - w.quiet_since < window_) continue;
+        const uint64_t errors = p.link_errors.value_or(0) - w.errors;
+        const uint64_t timeouts = p.ack_timeouts.value_or(0) - w.timeouts;
+        if (errors >= kSilentTimeouts)
+            named = PortStall{p, PortFault::Garbled, now - w.quiet_since, timeouts, errors};
+        else if (timeouts >= kSilentTimeouts)
+            named = PortStall{p, PortFault::Silent, now - w.quiet_since, timeouts, errors};
     }
     return named;
 }

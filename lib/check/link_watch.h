@@ -104,34 +104,78 @@ private:
 bool hca_selected(const std::string& nccl_ib_hca, const std::string& hca, unsigned port);
 
 // A port as sysfs says it now (class/infiniband/HCA/ports/P/state and
-// phys_state, "4: ACTIVE", "5: LinkUp", read with parse_state).
+// phys_state, "4: ACTIVE", "5: LinkUp", read with parse_state), and the
+// kernel's counters of it, each absent where unreadable.
 struct PortReading {
     std::string name;  // "mlx5_0:1"
     std::string state, phys_state;  // "ACTIVE", "LinkUp"; "" when unreadable
+    // counters/port_rcv_packets: every packet the port took in, data and
+    // acknowledgements alike, the step's and anyone's.
+    std::optional<uint64_t> rcv_packets;
+    // hw_counters/local_ack_timeout_err (mlx5, IB and RoCE): the times a
+    // reliable connection's sender heard no acknowledgement in time and
+    // sent again; the RDMA side of TCP's retransmissions.
+    std::optional<uint64_t> ack_timeouts;
+    // The sum of counters/symbol_error, link_error_recovery,
+    // port_rcv_errors and local_link_integrity_errors: the physical link's
+    // own errors, as the port counts them.
+    std::optional<uint64_t> link_errors;
+};
+
+// A counter file's number; absent when it is not one, or when it stands
+// at 2^32-1: a 32-bit counter of the IB spec's stops there and says nothing more.
+std::optional<uint64_t> port_counter(const std::string& text);
+
+// Why a port is named.
+enum class PortFault {
+    NotActive,  // out of ACTIVE
+    Garbled,    // ACTIVE, took in nothing, its link's errors climbing: this node's link (host evidence)
+    Silent,     // ACTIVE, took in nothing, its senders timing out: this port or its far side
 };
 
 struct PortStall {
     PortReading port;
-    double seconds = 0;  // how long it has been out of ACTIVE, when named
+    PortFault fault = PortFault::NotActive;
+    double seconds = 0;  // how long it has been so, when named
+    uint64_t ack_timeouts = 0, link_errors = 0;  // how many came over those seconds
 };
 
-// "mlx5_3:1, an RDMA port of the step's, is DOWN (phys_state Disabled)
-// for 5 s: NCCL's traffic over it has stopped".
+// "mlx5_3:1, an RDMA port of the step's on node1, is DOWN (phys_state
+// Disabled) for 5 s: NCCL's traffic over it has stopped", or for a port
+// still ACTIVE what it took in and counted.
 std::string port_stall_words(const PortStall& s, const std::string& here);
+
+// A port that took in nothing is named only after this many of its link's
+// errors, or of its senders' time-outs, over the window (NCCL's senders
+// time out every 4 s at its default NCCL_IB_TIMEOUT 20, and give up after 7
+// tries).
+constexpr unsigned kSilentTimeouts = kDownRetransmits;
 
 // Looks at the step's RDMA ports, one sample after another: those ACTIVE
 // at the first look are the step's (NCCL chose among them at its start);
 // one of them out of ACTIVE at every look for `window` seconds is named
-// (a port that could not be read is not taken for down).
+// (a port that could not be read is not taken for down). One still ACTIVE
+// that took in no packet at all for the window while its link's errors, or
+// its senders' time-outs, climbed kSilentTimeouts times is named, but only
+// while `program_waits` (this node's ranks hold in a collective, as their
+// Flight Recorders say). A pause waits in no collective; a lossy link that
+// still carries takes packets in; a port that someone else's traffic keeps
+// busy is not silent.
 class PortWatch {
 public:
     explicit PortWatch(double window) : window_(window) {}
-    std::optional<PortStall> look(double now, const std::vector<PortReading>& ports);
+    std::optional<PortStall> look(double now, const std::vector<PortReading>& ports, bool program_waits = false);
 
 private:
+    struct Watched {
+        double down_since = -1;       // out of ACTIVE since (-1: ACTIVE)
+        double quiet_since = -1;      // took in nothing since (-1: unknown)
+        uint64_t rcv = 0, timeouts = 0, errors = 0;  // at quiet_since
+        bool timeouts_known = false, errors_known = false;
+    };
     double window_;
     bool first_ = true;
-    std::map<std::string, double> watched_;  // the step's ports -> out of ACTIVE since (-1: ACTIVE)
+    std::map<std::string, Watched> watched_;  // the step's ports
 };
 
 }  // namespace mn

@@ -283,6 +283,17 @@ put("proc_net_tcp", "own-down", tcp_head +
 put("proc_net_tcp", "idle", tcp_head +
     "   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 27633 1 "
     "0000000000000000 100 0 0 10 0\n")
+# An RDMA port's counters look after look (state|ranks wait|port_rcv_packets|
+# local_ack_timeout_err|link errors): silent while its senders time out,
+# garbled, carrying (packets in), a pause, saturated, and going DOWN.
+def port_looks(rows):
+    return "".join("|".join(r) + "\n" for r in rows)
+put("rdma_port", "silent", port_looks([("4: ACTIVE", "1", "1000\n", str(7 + i) + "\n", "2\n") for i in range(9)]))
+put("rdma_port", "garbled", port_looks([("4: ACTIVE", "1", "1000", "7", str(2 + 9 * i)) for i in range(9)]))
+put("rdma_port", "carrying", port_looks([("4: ACTIVE", "1", str(1000 + i), str(7 + 3 * i), "2") for i in range(9)]))
+put("rdma_port", "pause", port_looks([("4: ACTIVE", "0", "1000", str(7 + 3 * i), "2") for i in range(9)]))
+put("rdma_port", "saturated", port_looks([("4: ACTIVE", "1", "4294967295", str(7 + 3 * i), "") for i in range(9)]))
+put("rdma_port", "down", port_looks([("4: ACTIVE" if i < 2 else "1: DOWN", "1", "1000", "7", "2") for i in range(9)]))
 # PyTorch's Flight Recorder dumps (torch 2.11, NCCL 2.28.9, the device
 # tool's H100): rank 0's asked for through its pipe while both ranks ran,
 # and while rank 1 was stopped (entries cut, re-pickled by Python's own

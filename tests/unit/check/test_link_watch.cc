@@ -201,27 +201,120 @@ static void the_steps_ports(void**) {
     assert_true(hca_selected("^=mlx5_2:1", "mlx5_2", 2));
 }
 
+// A port's reading; a counter below 0 is one that could not be read.
+static PortReading port(const char* name, const char* state, int64_t rcv = -1, int64_t timeouts = -1,
+                        int64_t errors = -1) {
+    PortReading r;
+    r.name = name;
+    r.state = state;
+    r.phys_state = std::string(state) == "ACTIVE" ? "LinkUp" : *state ? "Disabled" : "";
+    if (rcv >= 0) r.rcv_packets = static_cast<uint64_t>(rcv);
+    if (timeouts >= 0) r.ack_timeouts = static_cast<uint64_t>(timeouts);
+    if (errors >= 0) r.link_errors = static_cast<uint64_t>(errors);
+    return r;
+}
+
 // The ports ACTIVE at the first look are the step's; one of them out of
 // ACTIVE for the window is named, once back it starts again; a port
 // unreadable (its file gone) or not ACTIVE at the start is not named.
 static void an_rdma_port_down(void**) {
     PortWatch w(5);
-    std::vector<PortReading> p = {{"mlx5_0:1", "ACTIVE", "LinkUp"}, {"mlx5_1:1", "DOWN", "Disabled"},
-                                  {"mlx5_2:1", "ACTIVE", "LinkUp"}};
+    std::vector<PortReading> p = {port("mlx5_0:1", "ACTIVE"), port("mlx5_1:1", "DOWN"), port("mlx5_2:1", "ACTIVE")};
     assert_false(w.look(0, p).has_value());
-    p[0] = {"mlx5_0:1", "DOWN", "Disabled"};
-    p[2] = {"mlx5_2:1", "", ""};
+    p[0] = port("mlx5_0:1", "DOWN");
+    p[2] = port("mlx5_2:1", "");
     assert_false(w.look(1, p).has_value());
     assert_false(w.look(4, p).has_value());
-    p[0] = {"mlx5_0:1", "ACTIVE", "LinkUp"};
+    p[0] = port("mlx5_0:1", "ACTIVE");
     assert_false(w.look(5, p).has_value());
-    p[0] = {"mlx5_0:1", "INIT", "LinkUp"};
+    p[0] = port("mlx5_0:1", "INIT");
+    p[0].phys_state = "LinkUp";
     assert_false(w.look(6, p).has_value());
     const auto named = w.look(11.2, p);
     assert_true(named.has_value());
     assert_str(named->port.name, "mlx5_0:1");
+    assert_true(named->fault == PortFault::NotActive);
     assert_str(port_stall_words(*named, "node1"),
                "mlx5_0:1, an RDMA port of the step's on node1, is INIT (phys_state LinkUp) for 5 s: NCCL's traffic over it has stopped");
+}
+
+// An ACTIVE port that takes in nothing while the ranks wait in a
+// collective and its senders time out, look after look, is named silent
+// once the window has passed and the time-outs are kSilentTimeouts or more.
+static void an_active_port_that_carries_nothing(void**) {
+    PortWatch w(5);
+    assert_false(w.look(0, {port("mlx5_0:1", "ACTIVE", 1000, 7, 2)}, true).has_value());
+    for (int i = 1; i < 5; ++i) assert_false(w.look(i, {port("mlx5_0:1", "ACTIVE", 1000, 7 + i, 2)}, true).has_value());
+    const auto named = w.look(5.5, {port("mlx5_0:1", "ACTIVE", 1000, 12, 2)}, true);
+    assert_true(named.has_value());
+    assert_true(named->fault == PortFault::Silent);
+    assert_int_equal(named->ack_timeouts, 5);
+    assert_int_equal(named->link_errors, 0);
+    assert_str(port_stall_words(*named, "node1"),
+               "mlx5_0:1, an RDMA port of the step's on node1, is ACTIVE and took in no packet for 6 s while its "
+               "senders timed out 5 times waiting for acknowledgements: it carries nothing, from this port or its "
+               "far side (cable, switch port)");
+    // Quiet since before the ranks were seen to hold (their positions
+    // take a window to hold): named at the first look at which they do.
+    PortWatch held(5);
+    for (int i = 0; i <= 8; ++i)
+        assert_false(held.look(i, {port("mlx5_0:1", "ACTIVE", 1000, 7 + i, 2)}, false).has_value());
+    const auto at_once = held.look(9, {port("mlx5_0:1", "ACTIVE", 1000, 16, 2)}, true);
+    assert_true(at_once.has_value());
+    assert_int_equal(at_once->ack_timeouts, 9);
+    // Its own link's errors climbing too: the link's, this node's.
+    PortWatch g(5);
+    assert_false(g.look(0, {port("mlx5_0:1", "ACTIVE", 1000, 7, 2)}, true).has_value());
+    const auto garbled = g.look(6, {port("mlx5_0:1", "ACTIVE", 1000, 20, 40)}, true);
+    assert_true(garbled.has_value());
+    assert_true(garbled->fault == PortFault::Garbled);
+    assert_int_equal(garbled->link_errors, 38);
+    assert_str(port_stall_words(*garbled, "node2"),
+               "mlx5_0:1, an RDMA port of the step's on node2, is ACTIVE and took in no packet for 6 s while its "
+               "link counted 38 errors: the link carries nothing");
+}
+
+// What carries, or does not wait, or cannot be read, is never named: a
+// packet taken in starts the count again (a lossy link whose senders time
+// out and still get through); a pause (the ranks in no collective) with
+// timeouts from someone else's traffic; timeouts below the bar; a counter
+// unreadable, saturated, or gone back.
+static void ports_that_carry_or_do_not_wait(void**) {
+    PortWatch lossy(5);
+    for (int i = 0; i <= 20; ++i)
+        assert_false(lossy.look(i, {port("mlx5_0:1", "ACTIVE", 1000 + i / 4, 7 + 3 * i, 2)}, true)
+                         .has_value());
+    PortWatch pause(5);
+    for (int i = 0; i <= 20; ++i)
+        assert_false(pause.look(i, {port("mlx5_0:1", "ACTIVE", 1000, 7 + 3 * i, 2 + 3 * i)}, false).has_value());
+    PortWatch few(5);
+    for (int i = 0; i <= 20; ++i)
+        assert_false(few.look(i, {port("mlx5_0:1", "ACTIVE", 1000, 7 + (i > 10 ? 2 : 0), 2)}, true).has_value());
+    PortWatch unread(5);
+    for (int i = 0; i <= 20; ++i)
+        assert_false(unread.look(i, {port("mlx5_0:1", "ACTIVE", i % 2 ? -1 : 1000, 7 + 3 * i, 2)}, true).has_value());
+    // The counters appear part-way: the count starts where they do.
+    PortWatch late(5);
+    assert_false(late.look(0, {port("mlx5_0:1", "ACTIVE", 1000)}, true).has_value());
+    assert_false(late.look(3, {port("mlx5_0:1", "ACTIVE", 1000, 100)}, true).has_value());
+    assert_false(late.look(7, {port("mlx5_0:1", "ACTIVE", 1000, 102)}, true).has_value());
+    assert_true(late.look(8.5, {port("mlx5_0:1", "ACTIVE", 1000, 104)}, true).has_value());
+    // A counter gone back (the driver reloaded) starts the count again.
+    PortWatch back(5);
+    assert_false(back.look(0, {port("mlx5_0:1", "ACTIVE", 1000, 700, 2)}, true).has_value());
+    assert_false(back.look(6, {port("mlx5_0:1", "ACTIVE", 1000, 3, 2)}, true).has_value());
+    assert_false(back.look(10, {port("mlx5_0:1", "ACTIVE", 1000, 9, 2)}, true).has_value());
+    assert_true(back.look(11, {port("mlx5_0:1", "ACTIVE", 1000, 9, 2)}, true).has_value());
+    // A port not ACTIVE at the first look is not the step's.
+    PortWatch other(5);
+    assert_false(other.look(0, {port("mlx5_0:1", "DOWN")}, true).has_value());
+    assert_false(other.look(9, {port("mlx5_0:1", "ACTIVE", 1000, 7, 2)}, true).has_value());
+    assert_false(other.look(19, {port("mlx5_0:1", "ACTIVE", 1000, 70, 20)}, true).has_value());
+    assert_false(port_counter("4294967295\n").has_value());
+    assert_false(port_counter("").has_value());
+    assert_false(port_counter("12 packets").has_value());
+    assert_int_equal(*port_counter("4294967296\n"), 4294967296ULL);
+    assert_int_equal(*port_counter("0\n"), 0);
 }
 
 int main() {
@@ -230,7 +323,8 @@ int main() {
         cmocka_unit_test(a_peer_that_does_not_acknowledge), cmocka_unit_test(an_acknowledgement_starts_again),
         cmocka_unit_test(a_full_window_is_not_a_link),      cmocka_unit_test(this_nodes_link_down),
         cmocka_unit_test(a_lossy_link_is_not_down),         cmocka_unit_test(the_steps_ports),
-        cmocka_unit_test(an_rdma_port_down),
+        cmocka_unit_test(an_rdma_port_down),                cmocka_unit_test(an_active_port_that_carries_nothing),
+        cmocka_unit_test(ports_that_carry_or_do_not_wait),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
