@@ -17,6 +17,9 @@ With FAULT=skip|other|kernel FAULT_AT=K FAULT_RANK=R (1), rank R at step K:
           goes on: its all-reduce K queues behind the kernel (on the CPU
           with RECORDER=1: all-reduce K is recorded scheduled and never
           starts, as it would be behind such a kernel)
+  fabric  (every rank, with RECORDER=1) all-reduce K is recorded started
+          and never completes, as when the fabric carries nothing: the
+          ranks all wait in it for ever
 and prints FAULT rank=R step=K at=EPOCH_SECONDS. RECORDER=1 keeps a
 Flight Recorder of its own for a torch without one (Debian's 1.13, gloo):
 each all-reduce an entry as torch 2.x records it (scheduled, started while
@@ -90,6 +93,8 @@ class Recorder:
     # starts, as on a GPU whose stream holds it behind a kernel that does
     # not end (torch records it "scheduled").
     stuck = False
+    # FAULT=fabric: the next all-reduce starts and never completes.
+    wedged = False
 
     def all_reduce(self, t):
         with self.lock:
@@ -104,7 +109,7 @@ class Recorder:
             self.status["last_enqueued_collective"] = self.seq
             if not self.stuck:
                 self.status["last_started_collective"] = self.seq
-        if self.stuck:
+        if self.stuck or self.wedged:
             time.sleep(10**6)
         dist.all_reduce(t)
         with self.lock:
@@ -161,7 +166,7 @@ def main():
     busy = os.environ.get("PAUSE_WORK", "sleep") == "busy"
     fault = os.environ.get("FAULT", "")
     fault_at = int(os.environ.get("FAULT_AT", "-1"))
-    faulty = fault and rank == int(os.environ.get("FAULT_RANK", "1"))
+    faulty = fault and (fault == "fabric" or rank == int(os.environ.get("FAULT_RANK", "1")))
     d = os.environ.get("MN_NCCL_WATCH_DIR", "")
     mode = oct(os.stat(d).st_mode & 0o777) if d else "-"
     print(f"WATCHED rank={rank} fr_buffer={os.environ.get('TORCH_FR_BUFFER_SIZE', '-')} watch_dir={d} "
@@ -210,6 +215,8 @@ def main():
                 torch.cuda._sleep(1 << 62)
             elif fault == "kernel" and recorder:
                 recorder.stuck = True
+            elif fault == "fabric" and recorder:
+                recorder.wedged = True
         all_reduce(t)
         t.fill_(1.0)
         if pause_each > 0:

@@ -279,6 +279,69 @@ t_rdma_port_down() {
   pass "$name"
 }
 
+# port_counters ROOT PORTDIR VALUE...: the port's counter files, written
+# as the kernel does (rcv, then local_ack_timeout_err, then symbol_error;
+# the other link-error counters stay 0).
+port_counters() {
+  local d=$1/$2
+  mkdir -p "$d/counters" "$d/hw_counters"
+  echo "$3" >"$d/counters/port_rcv_packets"
+  echo "$4" >"$d/hw_counters/local_ack_timeout_err"
+  echo "$5" >"$d/counters/symbol_error"
+  local c
+  for c in link_error_recovery port_rcv_errors local_link_integrity_errors; do echo 0 >"$d/counters/$c"; done
+}
+
+t_rdma_port_carries_nothing() {
+  local name="an RDMA port of the step's stays ACTIVE and carries nothing (the DGX H100 tree, its counters written by the test): every rank waits in all-reduce 20 for ever (FAULT=fabric, RECORDER=1), abort,window=5,exclude-file=F; silent (no packet in, its senders time out): each node's watch names mlx5_3:1 with its counters, blames no node, the step ended; garbled (symbol errors climbing too): each node added to F"
+  local kind ok=1 why="" root=$OUT/sysfs/dgx-h100 ex=$OUT/exclude i p
+  bash "$TOP/tests/fixtures/make-sysfs.sh" "$OUT/sysfs"
+  local port=class/infiniband/mlx5_3/ports/1
+  for kind in silent garbled; do
+    echo node7 >"$ex"
+    for p in "$root"/class/infiniband/*/ports/*; do port_counters "$root" "${p#"$root"/}" 1000 0 0; done
+    mapfile -t args < <(watched "abort,window=5,exclude-file=$ex" "$PY" "$LOOP")
+    rm -f "$OUT"/pid.*
+    MN_NCCL_SYSFS_ROOT=$root MN_WATCH_PIDS=$OUT RECORDER=1 FAULT=fabric FAULT_AT=20 STEPS=600 \
+      timeout 90 srun -N3 -n3 --mn-nccl "${args[@]}" >"$OUT/last" 2>&1 &
+    local spid=$!
+    # The port carries (packets in, a time-out now and then) until the
+    # ranks' fault; from then on nothing comes in and its senders time out.
+    local rcv=1000 to=0 se=0
+    for i in $(seq 900); do
+      kill -0 $spid 2>/dev/null || break
+      if grep -q '^FAULT ' "$OUT/last"; then
+        to=$((to + 1))
+        [ $kind = garbled ] && se=$((se + 7))
+      else
+        rcv=$((rcv + 50))
+        [ $((i % 5)) = 0 ] && to=$((to + 1))
+      fi
+      port_counters "$root" $port $rcv $to $se
+      sleep 0.5
+    done
+    wait $spid
+    RC=$?
+    local words="mn-nccl watch: link down: node[0-2] rank [0-2] \(LOCAL_RANK 0\), pid [0-9]+ \(python3\): mlx5_3:1, an RDMA port of the step's on node[0-2], is ACTIVE and took in no packet for [0-9]+ s while"
+    if [ $kind = silent ]; then
+      [ $RC -ne 0 ] && [ $RC -ne 124 ] && [ "$(cat "$ex")" = node7 ] &&
+        [ "$(count "$words its senders timed out [0-9]+ times waiting for acknowledgements: it carries nothing, from this port or its far side")" = 3 ] &&
+        has "evidence: node[0-2]'s $root/$port/counters/port_rcv_packets: [0-9]+, unchanged for [0-9]+ s while this node's ranks wait in a collective" &&
+        has "evidence: node[0-2]'s $root/$port/hw_counters/local_ack_timeout_err: [0-9]+ \(\+[0-9]+\)" &&
+        has "not added: a port that hears nothing may be let down by its far side" &&
+        ! grep -v 'mlx5_3:1' "$OUT/last" | grep -q 'mn-nccl watch: [a-z ]*: node' && has 'ending step [0-9]+\.[0-9]+ \(scancel\)' ||
+        { ok=0; why+=" [silent rc=$RC exclude file: $(cat "$ex")]"; }
+    else
+      [ $RC -ne 0 ] && [ $RC -ne 124 ] && [ "$(cat "$ex")" = "node[0-2,7]" ] &&
+        [ "$(count "$words its link counted [0-9]+ errors: the link carries nothing")" = 3 ] &&
+        has 'ending step [0-9]+\.[0-9]+ \(scancel\)' || { ok=0; why+=" [garbled rc=$RC exclude file: $(cat "$ex")]"; }
+    fi
+    [ $ok = 1 ] || break
+  done
+  [ $ok = 1 ] || { fail "$name" "$why"; return; }
+  pass "$name"
+}
+
 t_link_down_and_back() {
   local name="node1's eth0 down for 9 s, then up (window=5, no abort): rank 0's watch names node1's link once (node0's and node2's findings), node1's watcher its own eth0 down in a block of its own (it cannot reach rank 0's), nobody's process; the loop recovers and every rank is DONE"
   STEPS=120 link_fault window=5 9
