@@ -5,6 +5,7 @@
 #include "helper/gpu.h"
 #include "helper/slurm_command.h"
 #include "helper/watch_plane.h"
+#include "helper/wire.h"
 
 #include <dirent.h>
 #include <arpa/inet.h>
@@ -630,54 +631,32 @@ void settle(const Task& t, WatchReport& r) {
 
 // NCCL's RAS report at ADDR ("127.A.B.C:PORT" or "localhost:PORT", as
 // NCCL_RAS_ADDR says; other hosts are not asked), within `seconds`: the
-// whole reply, or "" and why. RAS is told to wait 2 s for missing peers.
-std::string ask_ras(const std::string& addr, double seconds, std::string& why) {
+// whole reply, or "" (nobody listening, no answer in time). RAS is told to
+// wait 2 s for missing peers; a refusal is not tried again (a step without
+// NCCL has no RAS, and must not wait for one to end).
+std::string ask_ras(const std::string& addr, double seconds) {
     const auto colon = addr.rfind(':');
     std::string host = colon == std::string::npos ? "" : addr.substr(0, colon);
     const unsigned long port = colon == std::string::npos ? 0 : std::strtoul(addr.c_str() + colon + 1, nullptr, 10);
     if (host == "localhost") host = "127.0.0.1";
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    if (port == 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1 ||
-        (ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
-        why = "not a loopback address";
+    in_addr a{};
+    if (port == 0 || port > 65535 || inet_pton(AF_INET, host.c_str(), &a) != 1 || (ntohl(a.s_addr) >> 24) != 127)
         return "";
-    }
-    sa.sin_port = htons(static_cast<uint16_t>(port));
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        why = std::strerror(errno);
-        return "";
-    }
-    const double end = monotonic() + seconds;
-    auto wait_for = [&](short events) {
-        pollfd p{fd, events, 0};
-        const int ms = static_cast<int>(std::max(0.0, end - monotonic()) * 1000);
-        return poll(&p, 1, ms) == 1 && (p.revents & (events | POLLHUP | POLLERR));
-    };
-    std::string reply;
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 &&
-        (errno != EINPROGRESS || !wait_for(POLLOUT) || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err)) {
-        why = err ? std::strerror(err) : errno == EINPROGRESS ? "no answer" : std::strerror(errno);
-        close(fd);
-        return "";
-    }
+    const auto d = wire::Deadline::in(seconds);
+    auto fd = wire::connect_tcp(host, static_cast<uint16_t>(port), d, wire::Retry::Never);
+    if (!fd) return "";
     const std::string ask = "CLIENT PROTOCOL 2\nTIMEOUT 2\nSTATUS\n";
-    if (send(fd, ask.data(), ask.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ask.size())) {
-        why = "the question was not taken";
-        close(fd);
-        return "";
-    }
+    if (send(fd->get(), ask.data(), ask.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ask.size())) return "";
+    std::string reply;
     char buf[16384];
-    while (reply.size() < (256u << 10) && wait_for(POLLIN)) {
-        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    while (reply.size() < (256u << 10) && !d.passed()) {
+        pollfd p{fd->get(), POLLIN, 0};
+        if (poll(&p, 1, d.poll_ms()) < 0 && errno != EINTR) break;
+        if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        const ssize_t n = recv(fd->get(), buf, sizeof buf, 0);
         if (n <= 0) break;  // RAS closes once its report is sent
         reply.append(buf, static_cast<std::size_t>(n));
     }
-    close(fd);
-    if (reply.empty()) why = "no report within " + num(seconds, 0) + " s";
     return reply;
 }
 
@@ -693,8 +672,7 @@ void say_block(const Task& t, const std::vector<WatchReport>& reports, const std
     // subject's evidence.
     if (t.abort && !subjects.empty()) {
         const std::string addr = env_or("NCCL_RAS_ADDR", "localhost:28028");
-        std::string why;
-        const std::string reply = ask_ras(addr, 5, why);
+        const std::string reply = ask_ras(addr, 5);
         const RasSummary ras = summarize_ras(reply);
         if (!reply.empty() && (ras.troubled || !ras.version.empty())) {
             replace_file(t.dir + "/nccl_ras.txt", reply, 0600);

@@ -158,7 +158,7 @@ Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer) {
     }
 }
 
-Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d) {
+Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d, Retry retry) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port);
@@ -182,6 +182,7 @@ Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& 
             return fd;
         }
         last = errtext();
+        if (retry == Retry::Never) break;
         // Not listening yet (ECONNREFUSED) or the SYN was lost: try again.
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -62,8 +62,13 @@ Outcome<Fd> listen_local(const std::string& name);
 // Accepts one connection; *peer gets its address (a local socket's peer:
 // "local uid N").
 Outcome<Fd> accept_one(int listen_fd, const Deadline& d, std::string* peer);
+// Whether a refused or lost connection is tried again until the deadline
+// (a peer that is not listening yet) or not (a service that may be absent,
+// as NCCL's RAS in a step without NCCL).
+enum class Retry { UntilDeadline, Never };
 // Connects, retrying while the peer is not listening yet.
-Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d);
+Outcome<Fd> connect_tcp(const std::string& addr, uint16_t port, const Deadline& d,
+                        Retry retry = Retry::UntilDeadline);
 // addr "@NAME": the abstract local socket NAME (port unused), retried as
 // connect_tcp is while nobody listens yet; else connect_tcp.
 Outcome<Fd> connect_to(const std::string& addr, uint16_t port, const Deadline& d);

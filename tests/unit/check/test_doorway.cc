@@ -416,6 +416,24 @@ static void the_cap_follows_the_open_file_limit(void**) {
         assert_int_equal(cap, lim.rlim_cur / 4);
 }
 
+// A refusal is tried again until the deadline unless told not to (NCCL's
+// RAS, absent in a step without NCCL, must not hold the step's end).
+static void a_refused_connection_is_tried_again_only_when_asked(void**) {
+    uint16_t port = 0;
+    {
+        auto l = wire::listen_tcp("127.0.0.1", 0, &port);
+        assert_true(static_cast<bool>(l));
+    }  // closed: nobody listens there now
+    const auto once = Deadline::in(3);
+    auto refused = wire::connect_tcp("127.0.0.1", port, once, wire::Retry::Never);
+    assert_false(static_cast<bool>(refused));
+    assert_contains(refused.problem().text(), "Connection refused");
+    assert_true(once.left() > 2);
+    const auto until = Deadline::in(0.4);
+    assert_false(static_cast<bool>(wire::connect_tcp("127.0.0.1", port, until)));
+    assert_true(until.passed());
+}
+
 int main() {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(hmac_matches_rfc_4231),
@@ -431,6 +449,7 @@ int main() {
         cmocka_unit_test(a_flood_from_another_address_never_cuts_a_rank),
         cmocka_unit_test(a_flood_from_the_ranks_address_does_not_hold_it_out),
         cmocka_unit_test(the_cap_follows_the_open_file_limit),
+        cmocka_unit_test(a_refused_connection_is_tried_again_only_when_asked),
     };
     return cmocka_run_group_tests(tests, nullptr, nullptr);
 }
