@@ -225,7 +225,7 @@ stop_own_ctl() {
   local pid
   for pid in $(ctl_port_pids); do
     [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$CTL_SIGNATURE$DIR/slurm.conf " ] || continue
-    [ "$(readlink "/proc/$pid/root")" = "$(readlink /proc/self/root)" ] || continue
+    [ "$(stat -L -c %d:%i "/proc/$pid/root/" 2>/dev/null)" = "$(stat -c %d:%i /)" ] || continue
     stop_pid "$pid"
   done
 }
