@@ -1088,8 +1088,12 @@ int run_watch(const CommandLine& c) {
     LinkWatch links(c.settings.watch_window);
     Prober prober{t, c.settings.watch_window, std::nullopt, 0, {}};
     const std::string sysfs = user_sysfs_root(process_env());
-    const auto ports = step_ports(sysfs);
+    // The node's RDMA ports are the node's first task's to look at, every
+    // probe period: a port's counters are firmware queries on some HCAs,
+    // not for every task of a node to repeat each second.
+    const auto ports = t.local_rank == "0" ? step_ports(sysfs) : std::vector<std::pair<std::string, unsigned>>{};
     PortWatch port_watch(c.settings.watch_window);
+    double next_port_look = 0;
     bool named_port = false;
     int named_pid = 0;
     bool named_link = false;
@@ -1179,10 +1183,12 @@ int run_watch(const CommandLine& c) {
         speaker.compare(c.settings.watch_window + 3 * probe_period(c.settings.watch_window),
                         probe_period(c.settings.watch_window));
         // The RDMA port rule: a port of the step's out of ACTIVE for the
-        // window, as this node's kernel says: this node's link, with host
-        // evidence (its Ethernet, and so its word to rank 0's watch and
-        // the exclude file, is another path).
-        if (!named_port && !ports.empty()) {
+        // window, or ACTIVE and carrying nothing while the ranks wait, as
+        // this node's kernel says (PortWatch): this node's link (its
+        // Ethernet, and so its word to rank 0's watch and the exclude
+        // file, is another path).
+        if (!named_port && !ports.empty() && monotonic() >= next_port_look) {
+            next_port_look = monotonic() + probe_period(c.settings.watch_window);
             if (auto p = port_watch.look(monotonic(), read_ports(sysfs, ports), prober.holds_in_collective(monotonic()))) {
                 named_port = true;
                 const auto at = std::find_if(ports.begin(), ports.end(), [&](const auto& q) {
