@@ -235,6 +235,24 @@ if [ $here_only = 0 ] && [ "${MN_TEST_CAMPAIGN:-1}" != 0 ]; then
 fi
 
 exec 9>&-
+# Releases Debian does not package, from their sources in ../shared/vendor
+# (Slurm 23.11, Ubuntu 24.04's): the plugin built against their spank.h.
+# Builds only (as hwloc 3's, next), run before the packages while the
+# release roots may hold the cluster, whose wait they fill.
+if [ $here_only = 0 ]; then
+  part "Slurm sources (scripts/test/test-slurm-sources.sh: the plugin against their spank.h)"
+  bash scripts/test/test-slurm-sources.sh 2>&1 | tee /tmp/mn-slurm-src.log
+  tally slurm-sources /tmp/mn-slurm-src.log
+fi
+
+# hwloc 3 (unreleased): topology.cc against its headers where a clone is at
+# hand (one line and no count where none is).
+if [ $here_only = 0 ]; then
+  part "hwloc 3 (scripts/test/test-hwloc3.sh: topology.cc against hwloc 2's and 3's headers)"
+  bash scripts/test/test-hwloc3.sh 2>&1 | tee /tmp/mn-hwloc3.log
+  grep -q '^hwloc3: skipped' /tmp/mn-hwloc3.log || tally test-hwloc3 /tmp/mn-hwloc3.log
+fi
+
 # MN_TEST_PACKAGE=0 skips it (about 4-5 min on 2 cores: two more builds).
 if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   part "packages (scripts/test/test-package.sh: .deb through a real job, RPM)"
@@ -248,22 +266,6 @@ if [ "${MN_TEST_PACKAGE:-1}" != 0 ]; then
   passed=$((passed + p))
   failed=$((failed + f))
   [ "$f" -eq 0 ] || failed_in "test-package.sh: $f failed (/tmp/mn-pkg.log)"
-fi
-
-# Releases Debian does not package, from their sources in ../shared/vendor
-# (Slurm 23.11, Ubuntu 24.04's): the plugin built against their spank.h.
-if [ $here_only = 0 ]; then
-  part "Slurm sources (scripts/test/test-slurm-sources.sh: the plugin against their spank.h)"
-  bash scripts/test/test-slurm-sources.sh 2>&1 | tee /tmp/mn-slurm-src.log
-  tally slurm-sources /tmp/mn-slurm-src.log
-fi
-
-# hwloc 3 (unreleased): topology.cc against its headers where a clone is at
-# hand (one line and no count where none is).
-if [ $here_only = 0 ]; then
-  part "hwloc 3 (scripts/test/test-hwloc3.sh: topology.cc against hwloc 2's and 3's headers)"
-  bash scripts/test/test-hwloc3.sh 2>&1 | tee /tmp/mn-hwloc3.log
-  grep -q '^hwloc3: skipped' /tmp/mn-hwloc3.log || tally test-hwloc3 /tmp/mn-hwloc3.log
 fi
 
 if [ -n "$bg_san" ]; then

@@ -3,14 +3,15 @@
 # Proves the packages of this machine's Debian release:
 #   - builds the .deb (dpkg-buildpackage -b in a copy of the tree), checks
 #     its files and its Depends on the Slurm series it was built against;
-#   - installs it with dpkg, starts the local cluster with the INSTALLED
-#     plugin driven by the INSTALLED plugstack line (Slurm's own
-#     /etc/slurm/plugstack.conf, which includes plugstack.conf.d/*.conf),
-#     runs srun -N3 --ntasks-per-node=2 --mn-nccl=auto and checks each task's variables, and
-#     that a step without the option is left alone (default=off);
-#   - removes the package (the conffile stays) and purges it (it goes);
+#   - installs it with dpkg;
 #   - builds the RPM with rpmbuild -tb from the `make dist` tarball and
-#     checks its files, conffile and Requires.
+#     checks its files, conffile and Requires;
+#   - starts the local cluster with the INSTALLED plugin driven by the
+#     INSTALLED plugstack line (Slurm's own /etc/slurm/plugstack.conf,
+#     which includes plugstack.conf.d/*.conf), runs srun -N3
+#     --ntasks-per-node=2 --mn-nccl=auto and checks each task's variables,
+#     and that a step without the option is left alone (default=off);
+#   - removes the package (the conffile stays) and purges it (it goes).
 # Prints "integration: N passed, M failed" as tests/integration/*.sh do.
 # Needs root; holds /tmp/mn-cluster.lock only while the cluster runs.
 # MN_TEST_RPM=0 skips the RPM.
@@ -148,6 +149,49 @@ grep -q "built for Slurm $series" <<<"$version" && pass "mn-preflight --version:
 ! grep -q 'test hooks' <<<"$version" && pass "the packaged mn-preflight has no test hooks" ||
   fail "the packaged mn-preflight has no test hooks (configure without --enable-test-hooks)" "$version"
 
+# ---- the RPM from the dist tarball -------------------------------------------
+# Built before the job: under scripts/test.sh the release roots may hold
+# the cluster now, and the build fills that wait.
+if [ "${MN_TEST_RPM:-1}" != 0 ]; then
+  t=$(date +%s)
+  copy_tree "$work/dist"
+  (cd "$work/dist" && ./autogen.sh && ./configure --quiet && make -s dist) >"$work/dist.log" 2>&1
+  tarball=$(ls "$work"/dist/mn-nccl-*.tar.gz 2>/dev/null | head -1)
+  if [ -z "$tarball" ]; then
+    fail "make dist" "$(tail -10 "$work/dist.log")"
+  # --nodeps: the build dependencies are Debian packages here, not RPMs;
+  # Debian's rpm has no debuginfo tools.
+  elif rpmbuild -tb --nodeps --define "_topdir $work/rpm" --define 'debug_package %{nil}' "$tarball" \
+    >"$work/rpm.log" 2>&1; then
+    rpm=$(ls "$work"/rpm/RPMS/*/mn-nccl-*.rpm | head -1)
+    pass "rpmbuild -tb $(basename "$tarball"): $(basename "$rpm") in $(($(date +%s) - t)) s"
+    list=$(rpm -qlp "$rpm" 2>/dev/null)
+    echo "$list" | sed 's/^/    | /'
+    libdir=$(rpm --eval '%{_libdir}')
+    missing=()
+    # RHEL's rpm compresses man pages, Debian's does not.
+    for f in "$libdir/slurm/mn_nccl\.so" /usr/bin/mn-preflight '/usr/share/man/man8/mn_nccl\.8(\.gz)?' \
+      '/usr/share/man/man1/mn-preflight\.1(\.gz)?' "${CONFFILE//./\\.}" "${ENROOT_MOUNT//./\\.}"; do
+      grep -qxE "$f" <<<"$list" || missing+=("$f")
+    done
+    [ ${#missing[@]} -eq 0 ] && pass "the RPM holds $libdir/slurm/mn_nccl.so, mn-preflight, man pages, $CONFFILE" ||
+      fail "the RPM's files" "missing: ${missing[*]}"
+    [ "$(rpm -qcp "$rpm" 2>/dev/null | sort | paste -sd' ')" = "$ENROOT_MOUNT $CONFFILE" ] &&
+      pass "the RPM's config files: $CONFFILE and $ENROOT_MOUNT" ||
+      fail "the RPM's config files" "$(rpm -qcp "$rpm" 2>&1)"
+    [ "$(rpm -qp --qf '%{LICENSE}' "$rpm" 2>/dev/null)" = Apache-2.0 ] &&
+      rpm -qLp "$rpm" 2>/dev/null | grep -q '/LICENSE$' &&
+      pass "the RPM's License is Apache-2.0 and it ships LICENSE ($(rpm -qLp "$rpm" 2>/dev/null | paste -sd,))" ||
+      fail "the RPM's licence" "License: $(rpm -qp --qf '%{LICENSE}' "$rpm" 2>&1)" "licence files: $(rpm -qLp "$rpm" 2>&1)"
+    requires=$(rpm -qp --requires "$rpm" 2>/dev/null)
+    grep -qx "slurm >= $series" <<<"$requires" && grep -qx "slurm < $next" <<<"$requires" &&
+      pass "the RPM requires Slurm $series: $(grep '^slurm ' <<<"$requires" | paste -sd,)" ||
+      fail "the RPM requires Slurm $series" "$requires"
+  else
+    fail "rpmbuild -tb" "$(tail -15 "$work/rpm.log")"
+  fi
+fi
+
 # ---- a real job through the installed plugin ----------------------------------
 # Slurm's own plugstack.conf where it includes plugstack.conf.d (Debian's
 # does), so the job runs exactly as a site with the default file would.
@@ -206,47 +250,6 @@ if dpkg_retry -P mn-nccl && [ ! -e "$CONFFILE" ]; then
   pass "dpkg -P: conffile removed"
 else
   fail "dpkg -P" "$(tail -5 "$work/dpkg.log")"
-fi
-
-# ---- the RPM from the dist tarball -------------------------------------------
-if [ "${MN_TEST_RPM:-1}" != 0 ]; then
-  t=$(date +%s)
-  copy_tree "$work/dist"
-  (cd "$work/dist" && ./autogen.sh && ./configure --quiet && make -s dist) >"$work/dist.log" 2>&1
-  tarball=$(ls "$work"/dist/mn-nccl-*.tar.gz 2>/dev/null | head -1)
-  if [ -z "$tarball" ]; then
-    fail "make dist" "$(tail -10 "$work/dist.log")"
-  # --nodeps: the build dependencies are Debian packages here, not RPMs;
-  # Debian's rpm has no debuginfo tools.
-  elif rpmbuild -tb --nodeps --define "_topdir $work/rpm" --define 'debug_package %{nil}' "$tarball" \
-    >"$work/rpm.log" 2>&1; then
-    rpm=$(ls "$work"/rpm/RPMS/*/mn-nccl-*.rpm | head -1)
-    pass "rpmbuild -tb $(basename "$tarball"): $(basename "$rpm") in $(($(date +%s) - t)) s"
-    list=$(rpm -qlp "$rpm" 2>/dev/null)
-    echo "$list" | sed 's/^/    | /'
-    libdir=$(rpm --eval '%{_libdir}')
-    missing=()
-    # RHEL's rpm compresses man pages, Debian's does not.
-    for f in "$libdir/slurm/mn_nccl\.so" /usr/bin/mn-preflight '/usr/share/man/man8/mn_nccl\.8(\.gz)?' \
-      '/usr/share/man/man1/mn-preflight\.1(\.gz)?' "${CONFFILE//./\\.}" "${ENROOT_MOUNT//./\\.}"; do
-      grep -qxE "$f" <<<"$list" || missing+=("$f")
-    done
-    [ ${#missing[@]} -eq 0 ] && pass "the RPM holds $libdir/slurm/mn_nccl.so, mn-preflight, man pages, $CONFFILE" ||
-      fail "the RPM's files" "missing: ${missing[*]}"
-    [ "$(rpm -qcp "$rpm" 2>/dev/null | sort | paste -sd' ')" = "$ENROOT_MOUNT $CONFFILE" ] &&
-      pass "the RPM's config files: $CONFFILE and $ENROOT_MOUNT" ||
-      fail "the RPM's config files" "$(rpm -qcp "$rpm" 2>&1)"
-    [ "$(rpm -qp --qf '%{LICENSE}' "$rpm" 2>/dev/null)" = Apache-2.0 ] &&
-      rpm -qLp "$rpm" 2>/dev/null | grep -q '/LICENSE$' &&
-      pass "the RPM's License is Apache-2.0 and it ships LICENSE ($(rpm -qLp "$rpm" 2>/dev/null | paste -sd,))" ||
-      fail "the RPM's licence" "License: $(rpm -qp --qf '%{LICENSE}' "$rpm" 2>&1)" "licence files: $(rpm -qLp "$rpm" 2>&1)"
-    requires=$(rpm -qp --requires "$rpm" 2>/dev/null)
-    grep -qx "slurm >= $series" <<<"$requires" && grep -qx "slurm < $next" <<<"$requires" &&
-      pass "the RPM requires Slurm $series: $(grep '^slurm ' <<<"$requires" | paste -sd,)" ||
-      fail "the RPM requires Slurm $series" "$requires"
-  else
-    fail "rpmbuild -tb" "$(tail -15 "$work/rpm.log")"
-  fi
 fi
 
 summary
