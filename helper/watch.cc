@@ -1187,9 +1187,9 @@ int run_watch(const CommandLine& c) {
         // this node's kernel says (PortWatch): this node's link (its
         // Ethernet, and so its word to rank 0's watch and the exclude
         // file, is another path).
-        if (!named_port && !ports.empty() && monotonic() >= next_port_look) {
-            next_port_look = monotonic() + probe_period(c.settings.watch_window);
-            if (auto p = port_watch.look(monotonic(), read_ports(sysfs, ports), prober.holds_in_collective(monotonic()))) {
+        if (const double now = monotonic(); !named_port && !ports.empty() && now >= next_port_look) {
+            next_port_look = now + probe_period(c.settings.watch_window);
+            if (auto p = port_watch.look(now, read_ports(sysfs, ports), prober.holds_in_collective(now))) {
                 named_port = true;
                 const auto at = std::find_if(ports.begin(), ports.end(), [&](const auto& q) {
                     return q.first + ":" + std::to_string(q.second) == p->port.name;

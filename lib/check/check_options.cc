@@ -52,7 +52,7 @@ const std::vector<CheckOption> kTable = {
     {"exclude-file", nullptr, "PATH", ValueKind::Path, 0, 0, false, "a file the batch script can read",
      "bad-nodes", "none",
      "where the nodes to exclude go, in Slurm's hostlist form: on FAIL rank 0 writes them; the watch adds a "
-     "node its host's own evidence blames (a link or RDMA port down, a GPU stuck or a process dead where the "
+     "node its host's own evidence blames (a link or RDMA port down or garbled, a GPU stuck or a process dead where the "
      "GPU reported a hardware Xid)", kOnFail | kWatchArgv},
     {"history", nullptr, "DIR", ValueKind::Path, 0, 0, false, "a directory (shared, to see every node)", "/var/lib/mn-preflight/history",
      "none", "append one JSON line per node (job, verdict, findings, busbw) to DIR/NODE.jsonl; "

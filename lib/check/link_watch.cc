@@ -219,19 +219,17 @@ std::optional<PortStall> PortWatch::look(double now, const std::vector<PortReadi
         // counters could first be read, or one went back: a reset, the
         // driver reloaded); the counts start there.
         if (!p.rcv_packets || w.quiet_since < 0 || *p.rcv_packets != w.rcv ||
-            p.ack_timeouts.has_value() != w.timeouts_known || p.link_errors.has_value() != w.errors_known ||
-            p.ack_timeouts.value_or(0) < w.timeouts || p.link_errors.value_or(0) < w.errors) {
+            p.ack_timeouts.has_value() != w.timeouts.has_value() || p.link_errors.has_value() != w.errors.has_value() ||
+            p.ack_timeouts < w.timeouts || p.link_errors < w.errors) {
             w.quiet_since = p.rcv_packets ? now : -1;
             w.rcv = p.rcv_packets.value_or(0);
-            w.timeouts = p.ack_timeouts.value_or(0);
-            w.errors = p.link_errors.value_or(0);
-            w.timeouts_known = p.ack_timeouts.has_value();
-            w.errors_known = p.link_errors.has_value();
+            w.timeouts = p.ack_timeouts;
+            w.errors = p.link_errors;
             continue;
         }
         if (named || !program_waits || now - w.quiet_since < window_) continue;
-        const uint64_t errors = p.link_errors.value_or(0) - w.errors;
-        const uint64_t timeouts = p.ack_timeouts.value_or(0) - w.timeouts;
+        const uint64_t errors = p.link_errors.value_or(0) - w.errors.value_or(0);
+        const uint64_t timeouts = p.ack_timeouts.value_or(0) - w.timeouts.value_or(0);
         if (errors >= kSilentTimeouts)
             named = PortStall{p, PortFault::Garbled, now - w.quiet_since, timeouts, errors};
         else if (timeouts >= kSilentTimeouts)

@@ -170,8 +170,8 @@ private:
     struct Watched {
         double down_since = -1;       // out of ACTIVE since (-1: ACTIVE)
         double quiet_since = -1;      // took in nothing since (-1: unknown)
-        uint64_t rcv = 0, timeouts = 0, errors = 0;  // at quiet_since
-        bool timeouts_known = false, errors_known = false;
+        uint64_t rcv = 0;                               // at quiet_since
+        std::optional<uint64_t> timeouts, errors;        // at quiet_since, where readable
     };
     double window_;
     bool first_ = true;

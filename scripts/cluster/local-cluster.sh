@@ -218,37 +218,34 @@ CTL_SIGNATURE="slurmctld -i -f "
 ctl_port_pids() {
   { ss -ltnpH "sport = :$CTL_PORT" 2>/dev/null || true; } | { grep -o 'pid=[0-9]*' || true; } | cut -d= -f2 | sort -u
 }
-# This cluster's slurmctld when its pid file named another (a stop right
-# after 'scontrol reconfigure', whose new slurmctld had not yet written its
-# pid): same command line, same root.
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null; }
+# This cluster's slurmctld when no pid file names it (one named another):
+# same command line, same root.
 stop_own_ctl() {
   local pid
   for pid in $(ctl_port_pids); do
-    [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "$CTL_SIGNATURE$DIR/slurm.conf " ] || continue
+    [ "$(cmdline_of "$pid")" = "$CTL_SIGNATURE$DIR/slurm.conf " ] || continue
     [ "$(stat -L -c %d:%i "/proc/$pid/root/" 2>/dev/null)" = "$(stat -c %d:%i /)" ] || continue
     stop_pid "$pid"
   done
 }
 # A local cluster's slurmctld that no pid file names any more still holds
-# the port (CI once saw every later cluster fail to bind it: a stop that
-# raced the re-exec of 'scontrol reconfigure' on 23.11+, or a root's run
-# cut short). Whoever starts holds /tmp/mn-cluster.lock, so any such one is
-# left behind: stopped by its pid, and named. Anything else on the port is
-# named with the fix, and start gives up.
+# the port (CI once saw every later cluster fail to bind it; how it was
+# left is not known). Whoever starts holds /tmp/mn-cluster.lock, so any
+# such one is left behind: stopped by its pid, and named. Anything else on
+# the port is named with the fix, and start gives up.
 free_ctl_port() {
-  local pid cmd tries
-  for tries in $(seq 100); do
+  local pid cmd
+  for _ in $(seq 10); do
     pid=$(ctl_port_pids | head -1)
     [ -n "$pid" ] || return 0
-    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || continue
+    cmd=$(cmdline_of "$pid") || continue
     case "$cmd" in
       "$CTL_SIGNATURE"*) ;;
       *) die "port $CTL_PORT, slurmctld's, is held by pid $pid ($cmd): stop it, or run the local cluster on a machine without another slurmctld" ;;
     esac
-    [ "$tries" -gt 1 ] ||
-      echo "local-cluster: a local cluster's slurmctld left behind holds port $CTL_PORT: pid $pid ($cmd, its root $(readlink "/proc/$pid/root" 2>/dev/null)); stopping it" >&2
-    if [ "$tries" -lt 50 ]; then kill "$pid" 2>/dev/null; else kill -9 "$pid" 2>/dev/null; fi
-    sleep 0.1
+    echo "local-cluster: a local cluster's slurmctld left behind holds port $CTL_PORT: pid $pid ($cmd, its root $(readlink "/proc/$pid/root" 2>/dev/null)); stopping it" >&2
+    stop_pid "$pid"
   done
   die "port $CTL_PORT is still held by pid $pid ($cmd) after SIGTERM and SIGKILL"
 }
